@@ -1,0 +1,42 @@
+"""rope_ref: the reference engine for rotary position embedding (RoPE).
+
+A framework-agnostic oracle written against the Python array API: NumPy, PyTorch, JAX,
+CuPy, Dask and array-api-strict arrays in, the same kind out. Angles and cos/sin are built
+in float64; the reference backend rotates in float64 and rounds once.
+"""
+
+from rope_ref._api import apply_rope, apply_rope_qk
+from rope_ref._dispatch import available_backends
+from rope_ref._frequencies import (
+    attention_factor,
+    inv_freq,
+    pair_axes,
+    rope_angles,
+    rope_cos_sin,
+)
+from rope_ref._layout import convert_layout, feature_order, permute_weights
+from rope_ref._matrix import rotation_matrix
+from rope_ref._sinusoidal import sinusoidal_embedding
+from rope_ref._spec import RopeSpec, ScalingRule, XPosRule
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "RopeSpec",
+    "ScalingRule",
+    "XPosRule",
+    "__version__",
+    "apply_rope",
+    "apply_rope_qk",
+    "attention_factor",
+    "available_backends",
+    "convert_layout",
+    "feature_order",
+    "inv_freq",
+    "pair_axes",
+    "permute_weights",
+    "rope_angles",
+    "rope_cos_sin",
+    "rotation_matrix",
+    "sinusoidal_embedding",
+]

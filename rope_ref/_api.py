@@ -1,0 +1,328 @@
+"""Public entry points: validate once, build float64 tables once, hand off the rotation."""
+
+from __future__ import annotations
+
+import array_api_compat
+
+from rope_ref import _reference
+from rope_ref._compat import array_namespace, compute_dtype, device, is_lazy
+from rope_ref._dispatch import BACKENDS, available_backends, load_backend
+from rope_ref._frequencies import tables
+from rope_ref._positions import (
+    as_positions,
+    check_offset,
+    default_positions,
+    lay_out,
+    normalize_seq_axis,
+)
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
+from rope_ref._validation import check_choice
+
+__all__ = ["apply_rope", "apply_rope_qk"]
+
+
+def apply_rope(
+    x: Array,
+    /,
+    spec: RopeSpec | None = None,
+    positions: Array | None = None,
+    *,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    seq_len: float | None = None,
+    form: Form = "rotate_half",
+    backend: BackendName = "reference",
+    out: Array | None = None,
+    role: Role | None = None,
+) -> Array:
+    r"""Rotate the features of `x` by their positions: rotary position embedding.
+
+    Parameters
+    ----------
+    x : array
+        Queries or keys, shape ``(..., head_dim)``, real floating dtype, any array-API
+        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict).
+    spec : RopeSpec, optional
+        The embedding; ``RopeSpec(head_dim=x.shape[-1])`` (LLaMA defaults) when omitted.
+    positions : array_like, optional
+        Real positions. ``None`` means ``arange(x.shape[seq_axis])``. A 1-D array of length
+        ``x.shape[seq_axis]`` is laid along `seq_axis`; any other grid must broadcast to
+        ``x.shape[:-1]`` (per-batch position ids, packed sequences, left padding).
+        Multi-axis specs take a trailing axis of ``spec.n_axes``.
+    offset : float, default 0
+        Added to every position (e.g. the KV-cache length while decoding).
+    seq_axis : int, default -2
+        Axis of `x` that indexes tokens; used when `positions` is None or 1-D.
+    inverse : bool, default False
+        Rotate by the negative angles (undo the embedding; the transpose of R).
+    seq_len : float, optional
+        Sequence length for length-dependent scalings; defaults to ``max(positions) + 1``.
+        A KV cache needs it explicitly, so that cached keys and new queries share one set
+        of frequencies.
+    form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
+        How the reference backend computes the rotation; all three agree to rounding.
+    backend : {"reference", "numba", "cupy", "auto"}, default "reference"
+        ``"reference"`` rotates in float64 and rounds once. ``"auto"`` picks a kernel for
+        NumPy (numba) or CuPy (cupy) arrays when installed, else the reference.
+    out : array, optional
+        Output buffer for kernel backends; may be `x` itself (in-place).
+    role : {"query", "key"}, optional
+        Required when ``spec.xpos`` is set.
+
+    Returns
+    -------
+    array
+        Same namespace, device, dtype and shape as `x`.
+
+    Raises
+    ------
+    TypeError
+        If `x` is not a real floating array, or `positions`/`spec` have the wrong type.
+    ValueError
+        If shapes or values do not fit; the message names the parameter.
+    ModuleNotFoundError
+        If a kernel backend's optional dependency is missing.
+
+    See Also
+    --------
+    apply_rope_qk : queries and keys in one call.
+    rope_cos_sin : the tables used here.
+
+    Notes
+    -----
+    For pair :math:`j` at position :math:`p`, with :math:`\phi = p\,\theta_j`,
+
+    .. math::
+        \begin{pmatrix} a' \\ b' \end{pmatrix} =
+        \begin{pmatrix} \cos\phi & -\sin\phi \\ \sin\phi & \cos\phi \end{pmatrix}
+        \begin{pmatrix} a \\ b \end{pmatrix},
+
+    so that :math:`\langle R_m q, R_n k\rangle` depends on :math:`n - m` only [1]_.
+
+    References
+    ----------
+    .. [1] J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding",
+       arXiv:2104.09864 (2021).
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> import rope_ref as rr
+    >>> x = xp.ones((3, 4), dtype=xp.float64)       # 3 tokens, head_dim 4
+    >>> y = rr.apply_rope(x)                         # positions 0, 1, 2
+    >>> float(xp.max(xp.abs(rr.apply_rope(y, inverse=True) - x))) < 1e-15
+    True
+    >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
+    Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
+    """
+    xp = _check_x(x, "x")
+    spec = _resolve_spec(spec, x)
+    form = check_choice("form", form, FORMS)
+    backend = check_choice("backend", backend, BACKENDS)
+    inverse = _check_bool("inverse", inverse)
+    cos, sin = _tables_for(x, spec, positions, offset=offset, seq_axis=seq_axis,
+                           seq_len=seq_len, role=role, xp=xp)
+    return _rotate(x, cos, sin, spec=spec, inverse=inverse, form=form, backend=backend,
+                   out=out, xp=xp)
+
+
+def apply_rope_qk(
+    q: Array,
+    k: Array,
+    /,
+    spec: RopeSpec | None = None,
+    positions: Array | None = None,
+    *,
+    k_positions: Array | None = None,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    seq_len: float | None = None,
+    form: Form = "rotate_half",
+    backend: BackendName = "reference",
+) -> tuple[Array, Array]:
+    """Rotate queries and keys with one set of frequencies.
+
+    Parameters
+    ----------
+    q, k : array
+        Queries and keys, shape ``(..., head_dim)``; they may differ in sequence length and
+        number of heads (GQA).
+    spec : RopeSpec, optional
+        As for `apply_rope`.
+    positions : array_like, optional
+        Query positions. When both `positions` and `k_positions` are None, keys get
+        ``offset + arange(k_len)`` and queries the *last* ``q_len`` of those positions
+        (decoding against a KV cache); when only `positions` is given, keys share it.
+    k_positions : array_like, optional
+        Key positions.
+    offset, seq_axis, inverse, form, backend
+        As for `apply_rope`.
+    seq_len : float, optional
+        Shared by queries and keys; defaults to ``max(all positions) + 1``, so that
+        length-dependent scalings rotate both with the same frequencies.
+
+    Returns
+    -------
+    q_rot, k_rot : array
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> import rope_ref as rr
+    >>> q = xp.ones((1, 4), dtype=xp.float64)          # one new query token
+    >>> k = xp.ones((5, 4), dtype=xp.float64)          # five cached keys
+    >>> q2, k2 = rr.apply_rope_qk(q, k)                # q at position 4
+    >>> bool(xp.all(q2 == k2[4:, :]))
+    True
+    """
+    xp = _check_x(q, "q")
+    if _check_x(k, "k") is not xp:
+        msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
+        raise TypeError(msg)
+    spec = _resolve_spec(spec, q)
+    if k.shape[-1] != spec.head_dim:
+        msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
+        raise ValueError(msg)
+    if positions is None and k_positions is None:
+        q_axis = normalize_seq_axis(seq_axis, q.ndim)
+        k_axis = normalize_seq_axis(seq_axis, k.ndim)
+        k_len, q_len = k.shape[k_axis], q.shape[q_axis]
+        if q_len > k_len:
+            msg = (f"`q` must not have more tokens than `k` when positions are omitted "
+                   f"(queries are the newest keys); got {q_len} > {k_len}.")
+            raise ValueError(msg)
+        dev = device(k)
+        k_positions = default_positions(k_len, offset, xp=xp, dev=dev, n_axes=spec.n_axes)
+        positions = k_positions[k_len - q_len :, ...]
+        offset = 0
+    elif k_positions is None:
+        k_positions = positions
+    if seq_len is None and spec.scaling is not None:
+        seq_len = _joint_seq_len(spec, positions, k_positions, offset, xp)
+    options = {"offset": offset, "seq_axis": seq_axis, "inverse": inverse,
+               "seq_len": seq_len, "form": form, "backend": backend}
+    xpos_q = {"role": "query"} if spec.xpos is not None else {}
+    xpos_k = {"role": "key"} if spec.xpos is not None else {}
+    return (apply_rope(q, spec, positions, **options, **xpos_q),  # type: ignore[arg-type]
+            apply_rope(k, spec, k_positions, **options, **xpos_k))  # type: ignore[arg-type]
+
+
+def _check_x(x: Array, name: str) -> ArrayNamespace:
+    if not array_api_compat.is_array_api_obj(x):
+        msg = f"`{name}` must be an array; got {type(x).__name__}."
+        raise TypeError(msg)
+    xp = array_namespace(x, name=name)
+    if not xp.isdtype(x.dtype, "real floating"):
+        msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
+        raise TypeError(msg)
+    if x.ndim == 0:
+        msg = f"`{name}` must have a feature axis; got a 0-d array."
+        raise ValueError(msg)
+    return xp
+
+
+def _resolve_spec(spec: RopeSpec | None, x: Array) -> RopeSpec:
+    if spec is None:
+        return RopeSpec(head_dim=x.shape[-1])
+    if not isinstance(spec, RopeSpec):
+        msg = f"`spec` must be a RopeSpec or None; got {type(spec).__name__}."
+        raise TypeError(msg)
+    if x.shape[-1] != spec.head_dim:
+        msg = (f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+               f"got shape {tuple(x.shape)}.")
+        raise ValueError(msg)
+    return spec
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        msg = f"`{name}` must be True or False; got {value!r}."
+        raise TypeError(msg)
+    return value
+
+
+def _tables_for(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: int,
+    seq_len: float | None,
+    role: Role | None,
+    xp: ArrayNamespace,
+) -> tuple[Array, Array]:
+    """Validated positions laid out against x, then float64 cos/sin of the grid."""
+    offset = check_offset(offset)
+    dev = device(x)
+    if positions is None:
+        axis = normalize_seq_axis(seq_axis, x.ndim)
+        p = default_positions(x.shape[axis], offset, xp=xp, dev=dev, n_axes=spec.n_axes)
+    else:
+        p = _shift(as_positions(positions, xp=xp, dev=dev, n_axes=spec.n_axes), offset, xp)
+        is_1d = p.ndim == (1 if spec.n_axes == 1 else 2)
+        axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
+    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.n_axes, xp=xp)
+    return tables(spec, p, xp=xp, seq_len=seq_len, role=role)
+
+
+def _shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
+    if offset == 0:
+        return p
+    if xp.isdtype(p.dtype, "integral") and float(offset).is_integer():
+        return p + int(offset)
+    return xp.astype(p, compute_dtype(xp, device(p))) + float(offset)
+
+
+def _joint_seq_len(
+    spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float, xp: ArrayNamespace
+) -> float | None:
+    p_q = as_positions(q_pos, xp=xp, n_axes=spec.n_axes)
+    p_k = as_positions(k_pos, xp=xp, n_axes=spec.n_axes)
+    if is_lazy(p_q) and not array_api_compat.is_dask_array(p_q):
+        return None
+    top = max(float(xp.max(p_q)) if p_q.size else 0.0, float(xp.max(p_k)) if p_k.size else 0.0)
+    return top + float(offset) + 1.0
+
+
+def _rotate(
+    x: Array,
+    cos: Array,
+    sin: Array,
+    *,
+    spec: RopeSpec,
+    inverse: bool,
+    form: Form,
+    backend: str,
+    out: Array | None,
+    xp: ArrayNamespace,
+) -> Array:
+    name = _resolve_backend(backend, x)
+    if name == "reference":
+        if out is not None:
+            msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
+            raise ValueError(msg)
+        return _reference.rotate(x, cos, sin, layout=spec.layout, rotary_start=spec.rotary_start,
+                                 inverse=inverse, form=form, xp=xp)
+    if form != "rotate_half":
+        msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
+        raise ValueError(msg)
+    kernel_dtype = xp.float64 if x.dtype == xp.float64 else xp.float32
+    return load_backend(name).rotate(
+        x, xp.astype(cos, kernel_dtype), xp.astype(sin, kernel_dtype),
+        layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse, out=out,
+    )
+
+
+def _resolve_backend(backend: str, x: Array) -> str:
+    if backend != "auto":
+        return backend
+    available = available_backends()
+    if array_api_compat.is_numpy_array(x) and available["numba"] is None:
+        return "numba"
+    if array_api_compat.is_cupy_array(x) and available["cupy"] is None:
+        return "cupy"
+    return "reference"

@@ -1,0 +1,76 @@
+"""The only importer of array_api_compat: namespace, device and dtype helpers."""
+
+from __future__ import annotations
+
+import array_api_compat
+import numpy as np
+
+from rope_ref._typing import Array, ArrayNamespace
+
+__all__ = [
+    "array_namespace",
+    "compute_dtype",
+    "device",
+    "has_float64",
+    "is_array",
+    "is_lazy",
+    "is_numpy_namespace",
+    "to_numpy",
+]
+
+device = array_api_compat.device
+
+
+def is_array(obj: object) -> bool:
+    """Whether `obj` is an array of a namespace array-api-compat knows."""
+    return bool(array_api_compat.is_array_api_obj(obj))
+
+
+def array_namespace(*arrays: Array, name: str = "x") -> ArrayNamespace:
+    """Return the array-API namespace of `arrays`, or raise TypeError naming `name`."""
+    try:
+        return array_api_compat.array_namespace(*arrays)
+    except TypeError:
+        kinds = ", ".join(sorted({type(a).__name__ for a in arrays}))
+        msg = f"`{name}` must be arrays of one array-API namespace; got {kinds}."
+        raise TypeError(msg) from None
+
+
+def is_lazy(x: Array) -> bool:
+    """Whether values of `x` cannot be inspected without computing (Dask, JAX tracing)."""
+    return bool(array_api_compat.is_lazy_array(x))
+
+
+def is_numpy_namespace(xp: ArrayNamespace) -> bool:
+    """Whether `xp` is NumPy (wrapped by array-api-compat or not)."""
+    return bool(array_api_compat.is_numpy_namespace(xp))
+
+
+def has_float64(xp: ArrayNamespace, dev: object) -> bool:
+    """Whether namespace `xp` supports float64 on device `dev`."""
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is None:
+        return True
+    try:
+        kinds = info().dtypes(device=dev, kind="real floating")
+    except TypeError:  # a namespace whose info does not take device=
+        kinds = info().dtypes(kind="real floating")
+    return "float64" in kinds
+
+
+def compute_dtype(xp: ArrayNamespace, dev: object) -> object:
+    """The widest real floating dtype of `xp` on `dev`: float64 where available."""
+    return xp.float64 if has_float64(xp, dev) else xp.float32
+
+
+def to_numpy(a: Array) -> np.ndarray:
+    """Copy any array-API array to a NumPy array on the host (computes lazy arrays)."""
+    if array_api_compat.is_numpy_array(a):
+        return np.asarray(a)
+    if array_api_compat.is_torch_array(a):
+        return np.asarray(a.detach().cpu())
+    if array_api_compat.is_cupy_array(a):
+        return np.asarray(a.get())
+    if array_api_compat.is_dask_array(a):
+        return np.asarray(a.compute())
+    return np.asarray(a)

@@ -1,0 +1,300 @@
+"""Inverse frequencies, angles and cos/sin tables, all built in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref._compat import array_namespace, compute_dtype, device, has_float64, to_numpy
+from rope_ref._positions import as_positions
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import ROLES, Array, ArrayNamespace, Role
+from rope_ref._validation import check_choice, check_real
+
+__all__ = [
+    "attention_factor",
+    "inv_freq",
+    "pair_axes",
+    "rope_angles",
+    "rope_cos_sin",
+    "tables",
+]
+
+
+def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64]:
+    r"""Inverse frequencies :math:`\theta_j` of every rotated pair, in float64.
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding.
+    seq_len : float, optional
+        Sequence length seen by length-dependent scalings (dynamic NTK, LongRoPE); ignored
+        by everything else.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(spec.n_pairs,)``: ``spec.freqs`` if given, else
+        :math:`b^{-2j/d}` with :math:`b` = ``spec.base`` and :math:`d` = ``spec.rotary_dim``,
+        then rescaled by ``spec.scaling``.
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> rr.inv_freq(rr.RopeSpec(head_dim=4)).tolist()
+    [1.0, 0.01]
+    """
+    _check_spec(spec)
+    seq_len = _check_seq_len(seq_len)
+    if spec.freqs is not None:
+        return np.array(spec.freqs, dtype=np.float64)
+    d = spec._rotary_dim
+    exponents = -(2.0 * np.arange(spec.n_pairs, dtype=np.float64)) / d
+    theta = np.power(np.float64(spec.base), exponents)
+    if spec.scaling is None:
+        return theta
+    scaled = np.asarray(
+        spec.scaling.inv_freq(theta, base=spec.base, rotary_dim=d, seq_len=seq_len),
+        dtype=np.float64,
+    )
+    if scaled.shape != theta.shape or not np.all(np.isfinite(scaled)):
+        msg = (f"`spec.scaling` must give {spec.n_pairs} finite inverse frequencies; "
+               f"got shape {scaled.shape}.")
+        raise ValueError(msg)
+    return scaled
+
+
+def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
+    """Factor multiplied into cos and sin: 1.0 unless the scaling rule sets one.
+
+    YaRN and LongRoPE scale attention logits by multiplying cos and sin (so both q and k)
+    by this factor; plain RoPE and the other rules leave it at 1.
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding.
+    seq_len : float, optional
+        Sequence length, for length-dependent rules.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> rr.attention_factor(rr.RopeSpec(head_dim=64))
+    1.0
+    """
+    _check_spec(spec)
+    seq_len = _check_seq_len(seq_len)
+    if spec.scaling is None:
+        return 1.0
+    return check_real("spec.scaling.attention_factor()",
+                      spec.scaling.attention_factor(seq_len=seq_len))
+
+
+def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
+    """Position axis that drives each pair (all zeros unless `spec.sections` is set).
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> rr.pair_axes(rr.RopeSpec(head_dim=12, sections=(2, 2, 2))).tolist()
+    [0, 0, 1, 1, 2, 2]
+    >>> spec = rr.RopeSpec(head_dim=12, sections=(2, 2, 2), section_order="interleaved")
+    >>> rr.pair_axes(spec).tolist()
+    [0, 1, 2, 0, 1, 2]
+    """
+    _check_spec(spec)
+    if spec.sections is None:
+        return np.zeros(spec.n_pairs, dtype=np.intp)
+    n_axes = len(spec.sections)
+    if spec.section_order == "chunked":
+        return np.repeat(np.arange(n_axes, dtype=np.intp), spec.sections)
+    axes = np.zeros(spec.n_pairs, dtype=np.intp)
+    for axis, size in enumerate(spec.sections[1:], start=1):
+        axes[axis : n_axes * size : n_axes] = axis
+    return axes
+
+
+def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) -> Array:
+    r"""Rotation angles :math:`\phi_{p,j} = p\,\theta_j` in float64.
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding.
+    positions : array_like
+        Real positions, any shape (with a trailing axis of ``spec.n_axes`` for multi-axis
+        specs). Python numbers and sequences become NumPy arrays.
+    seq_len : float, optional
+        For length-dependent scalings; defaults to ``max(positions) + 1``.
+
+    Returns
+    -------
+    array
+        Shape ``grid + (spec.n_pairs,)`` in the namespace and on the device of `positions`,
+        float64. A namespace or device without float64 gets NumPy float64 instead.
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
+    [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
+    """
+    xp, dev, p = _positions_namespace(positions)
+    if not has_float64(xp, dev):
+        xp, dev, p = _positions_namespace(to_numpy(p))
+    p = xp.astype(p, xp.float64)
+    theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, xp))
+    return _angles(spec, p, theta, xp=xp)
+
+
+def rope_cos_sin(
+    spec: RopeSpec,
+    positions: Array,
+    dtype: object = None,
+    seq_len: float | None = None,
+    *,
+    role: Role | None = None,
+) -> tuple[Array, Array]:
+    r"""Cos and sin of the rotation angles, attention factor (and xPos scale) applied.
+
+    Computed in float64 and rounded once to `dtype`.
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding.
+    positions : array_like
+        As for `rope_angles`.
+    dtype : dtype, optional
+        Output dtype of the namespace of `positions`; float64 by default (float32 where
+        the namespace or device has no float64).
+    seq_len : float, optional
+        For length-dependent scalings; defaults to ``max(positions) + 1``.
+    role : {"query", "key"}, optional
+        Required when ``spec.xpos`` is set: queries get the xPos scale, keys its inverse.
+
+    Returns
+    -------
+    cos, sin : array
+        Shape ``grid + (spec.n_pairs,)``, one value per pair (not repeated per feature).
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> cos, sin = rr.rope_cos_sin(rr.RopeSpec(head_dim=2), [0.0])
+    >>> cos.tolist(), sin.tolist()
+    ([[1.0]], [[0.0]])
+    """
+    xp, dev, p = _positions_namespace(positions)
+    out_dtype = compute_dtype(xp, dev) if dtype is None else dtype
+    cos, sin = tables(spec, p, xp=xp, seq_len=seq_len, role=role)
+    return xp.astype(cos, out_dtype), xp.astype(sin, out_dtype)
+
+
+def tables(
+    spec: RopeSpec,
+    positions: Array,
+    *,
+    xp: ArrayNamespace,
+    seq_len: float | None,
+    role: Role | None,
+) -> tuple[Array, Array]:
+    """Float64 cos/sin for validated `positions` of namespace `xp` (host NumPy if needed).
+
+    The result is in `xp` on the device of `positions`; where that device has no float64
+    the tables are built with NumPy float64 and moved once, as float32.
+    """
+    dev = device(positions)
+    if not has_float64(xp, dev):
+        host = to_numpy(positions)
+        cos, sin = tables(spec, host, xp=array_namespace(host), seq_len=seq_len, role=role)
+        return (xp.asarray(cos.astype(np.float32), device=dev),
+                xp.asarray(sin.astype(np.float32), device=dev))
+    p = xp.astype(positions, xp.float64)
+    seq_len = _resolve_seq_len(spec, p, seq_len, xp)
+    angles = _angles(spec, p, inv_freq(spec, seq_len), xp=xp)
+    factor = attention_factor(spec, seq_len)
+    cos, sin = xp.cos(angles), xp.sin(angles)
+    if factor != 1.0:
+        cos, sin = cos * factor, sin * factor
+    if spec.xpos is None:
+        if role is not None:
+            check_choice("role", role, ROLES)
+        return cos, sin
+    scale = _xpos_scale(spec, p, seq_len, role, xp=xp)
+    return cos * scale, sin * scale
+
+
+def _angles(spec: RopeSpec, p: Array, theta: NDArray[np.float64], *, xp: ArrayNamespace) -> Array:
+    inv = xp.asarray(theta, device=device(p))
+    if spec.sections is None:
+        return p[..., None] * inv
+    axes = xp.asarray(pair_axes(spec), device=device(p))
+    return xp.take(p, axes, axis=-1) * inv
+
+
+def _xpos_scale(
+    spec: RopeSpec, p: Array, seq_len: float | None, role: Role | None, *, xp: ArrayNamespace
+) -> Array:
+    xpos = spec.xpos
+    assert xpos is not None  # noqa: S101  (the caller checked)
+    if role is None:
+        msg = "`role` must be 'query' or 'key' when spec.xpos is set; got None."
+        raise ValueError(msg)
+    role = check_choice("role", role, ROLES)
+    if seq_len is None:
+        seq_len = _max_plus_one(p, xp)
+    if spec.sections is not None:
+        p = p[..., 0]
+    log_zeta = xp.asarray(np.log(xpos.zeta(spec._rotary_dim)), device=device(p))
+    power = (p[..., None] - xpos.center(seq_len)) / xpos.scale_base
+    sign = 1.0 if role == "query" else -1.0
+    return xp.exp((sign * power) * log_zeta)
+
+
+def _resolve_seq_len(
+    spec: RopeSpec, p: Array, seq_len: float | None, xp: ArrayNamespace
+) -> float | None:
+    seq_len = _check_seq_len(seq_len)
+    if seq_len is not None or spec.scaling is None:
+        return seq_len
+    return _max_plus_one(p, xp)
+
+
+def _max_plus_one(p: Array, xp: ArrayNamespace) -> float:
+    if p.size == 0:
+        return 1.0
+    try:
+        return float(to_numpy(xp.max(p))) + 1.0
+    except Exception as err:  # a traced (jit/grad) array has no value to read
+        msg = ("`seq_len` must be given explicitly when positions cannot be read "
+               f"(got a {type(p).__name__}).")
+        raise ValueError(msg) from err
+
+
+def _check_seq_len(seq_len: object) -> float | None:
+    if seq_len is None:
+        return None
+    value = check_real("seq_len", seq_len)
+    if value <= 0.0:
+        msg = f"`seq_len` must be positive; got {value!r}."
+        raise ValueError(msg)
+    return value
+
+
+def _check_spec(spec: object) -> None:
+    if not isinstance(spec, RopeSpec):
+        msg = f"`spec` must be a RopeSpec; got {type(spec).__name__}."
+        raise TypeError(msg)
+
+
+def _positions_namespace(positions: Array) -> tuple[ArrayNamespace, object, Array]:
+    p = as_positions(positions)
+    xp = array_namespace(p, name="positions")
+    return xp, device(p), p

@@ -1,0 +1,279 @@
+"""`RopeSpec`: what a rotary embedding is, validated once at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref._typing import LAYOUTS, SECTION_ORDERS, Layout, SectionOrder
+from rope_ref._validation import check_choice, check_int, check_real
+
+__all__ = ["RopeSpec", "ScalingRule", "XPosRule"]
+
+
+@runtime_checkable
+class ScalingRule(Protocol):
+    """What `RopeSpec.scaling` must provide (the classes of `rope_ref.scaling` do).
+
+    A rule is a frozen, hashable value that rescales the default inverse frequencies and
+    states the attention factor multiplied into cos and sin.
+    """
+
+    def inv_freq(
+        self, inv_freq: NDArray[np.float64], *, base: float, rotary_dim: int, seq_len: float | None
+    ) -> NDArray[np.float64]:
+        """Return the scaled float64 inverse frequencies, shape ``(rotary_dim // 2,)``."""
+        ...
+
+    def attention_factor(self, *, seq_len: float | None) -> float:
+        """Return the factor applied to cos and sin (1.0 for most rules)."""
+        ...
+
+
+@runtime_checkable
+class XPosRule(Protocol):
+    r"""What `RopeSpec.xpos` must provide.
+
+    Queries are scaled by :math:`\zeta_j^{(p - c)/s}` and keys by its inverse, with
+    :math:`\zeta_j` from `zeta`, the centre :math:`c` from `center` and :math:`s` =
+    `scale_base`.
+    """
+
+    scale_base: float
+
+    def zeta(self, rotary_dim: int) -> NDArray[np.float64]:
+        """Return the per-pair decay bases, float64, shape ``(rotary_dim // 2,)``."""
+        ...
+
+    def center(self, seq_len: float) -> float:
+        """Return the position at which the scale is 1."""
+        ...
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    r"""A rotary position embedding: which features rotate, how they pair, how fast.
+
+    Frozen, hashable and validated at construction, so a spec that exists is valid.
+
+    Parameters
+    ----------
+    head_dim : int
+        Number of features per head (the last axis of ``x``).
+    rotary_dim : int, optional
+        Number of rotated features; even, and ``rotary_start + rotary_dim <= head_dim``.
+        Defaults to ``head_dim - rotary_start``.
+    rotary_start : int, default 0
+        First rotated feature. Features outside
+        ``[rotary_start, rotary_start + rotary_dim)`` pass through bit-identical.
+    base : float, default 10000.0
+        Frequency base :math:`b > 1`; :math:`\theta_j = b^{-2j/d}` with :math:`d` =
+        `rotary_dim`.
+    layout : {"half", "interleaved"}, default "half"
+        ``"half"`` rotates pairs ``(j, j + n_pairs)`` (GPT-NeoX, HF LLaMA, vLLM neox, MLX
+        ``traditional=False``); ``"interleaved"`` rotates ``(2j, 2j + 1)`` (RoFormer, Meta
+        LLaMA, GPT-J, MLX ``traditional=True``, rotary-embedding-torch). Offsets are relative
+        to `rotary_start`.
+    scaling : ScalingRule, optional
+        A context-extension rule (see `rope_ref.scaling`); it rescales the inverse frequencies
+        and may set an attention factor. Must be left unset when `freqs` is given.
+    freqs : sequence of float, optional
+        Custom inverse frequencies (radians per position), one per pair, finite and
+        non-negative. `base` and `scaling` must then be left at their defaults.
+    xpos : XPosRule, optional
+        Length-extrapolatable decay (xPos); queries and keys are scaled oppositely.
+    sections : sequence of int, optional
+        Multi-axis RoPE (M-RoPE, axial vision RoPE): the number of pairs driven by each
+        position axis; positive, summing to ``n_pairs``. Positions then carry a trailing axis
+        of length ``len(sections)``.
+    section_order : {"chunked", "interleaved"}, default "chunked"
+        ``"chunked"`` gives axis ``a`` a contiguous block of pairs (Qwen2-VL);
+        ``"interleaved"`` gives pair ``j`` to axis ``j % n_axes`` while that axis has pairs
+        left, the rest to axis 0 (Qwen3-VL).
+
+    Raises
+    ------
+    TypeError
+        If a field has the wrong type (e.g. a float `head_dim`).
+    ValueError
+        If a field has a bad value; the message names the field and the value received.
+
+    Notes
+    -----
+    Pair :math:`j` rotates by the angle :math:`\phi = p\,\theta_j` at position :math:`p`:
+
+    .. math::
+        (a, b) \mapsto (a\cos\phi - b\sin\phi,\; b\cos\phi + a\sin\phi).
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> spec = rr.RopeSpec(head_dim=128)
+    >>> spec.rotary_dim, spec.n_pairs, spec.layout
+    (128, 64, 'half')
+    >>> rr.RopeSpec(head_dim=64, rotary_dim=32, layout="interleaved").rotary_stop
+    32
+    >>> rr.RopeSpec(head_dim=8, rotary_dim=7)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rotary_dim` must be even; got 7.
+    """
+
+    head_dim: int
+    _: KW_ONLY
+    rotary_dim: int | None = None
+    rotary_start: int = 0
+    base: float = 10000.0
+    layout: Layout = "half"
+    scaling: ScalingRule | None = None
+    freqs: tuple[float, ...] | None = None
+    xpos: XPosRule | None = None
+    sections: tuple[int, ...] | None = None
+    section_order: SectionOrder = "chunked"
+
+    def __post_init__(self) -> None:
+        head_dim = check_int("head_dim", self.head_dim, minimum=1)
+        start = check_int("rotary_start", self.rotary_start, minimum=0)
+        if start >= head_dim:
+            msg = f"`rotary_start` must be less than `head_dim` ({head_dim}); got {start}."
+            raise ValueError(msg)
+        rotary_dim = _check_rotary_dim(self.rotary_dim, head_dim, start)
+        base = check_real("base", self.base)
+        if base <= 1.0:
+            msg = f"`base` must be greater than 1; got {base!r}."
+            raise ValueError(msg)
+        self._set("head_dim", head_dim)
+        self._set("rotary_start", start)
+        self._set("rotary_dim", rotary_dim)
+        self._set("base", base)
+        self._set("layout", check_choice("layout", self.layout, LAYOUTS))
+        self._set("section_order", check_choice("section_order", self.section_order,
+                                                SECTION_ORDERS))
+        self._set("freqs", _check_freqs(self.freqs, rotary_dim // 2))
+        if self.freqs is not None and (base != 10000.0 or self.scaling is not None):
+            msg = ("`freqs` replaces `base` and `scaling`; leave them at their defaults; "
+                   f"got base={base!r}, scaling={self.scaling!r}.")
+            raise ValueError(msg)
+        _check_scaling(self.scaling)
+        _check_xpos(self.xpos)
+        self._set("sections", _check_sections(self.sections, rotary_dim // 2,
+                                              self.section_order))
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of rotated pairs, ``rotary_dim // 2``."""
+        return self._rotary_dim // 2
+
+    @property
+    def _rotary_dim(self) -> int:
+        """`rotary_dim` as an int: it is resolved at construction, so never None."""
+        return int(self.rotary_dim or 0)
+
+    @property
+    def rotary_stop(self) -> int:
+        """One past the last rotated feature, ``rotary_start + rotary_dim``."""
+        return self.rotary_start + self._rotary_dim
+
+    @property
+    def n_axes(self) -> int:
+        """Number of position axes: ``len(sections)``, or 1 for ordinary RoPE."""
+        return 1 if self.sections is None else len(self.sections)
+
+
+def _check_rotary_dim(value: object, head_dim: int, start: int) -> int:
+    if value is None:
+        rotary_dim = head_dim - start
+        if rotary_dim % 2:
+            msg = (f"`rotary_dim` must be even; got {rotary_dim} "
+                   f"(the default, head_dim - rotary_start = {head_dim} - {start}).")
+            raise ValueError(msg)
+        return rotary_dim
+    rotary_dim = check_int("rotary_dim", value, minimum=2)
+    if rotary_dim % 2:
+        msg = f"`rotary_dim` must be even; got {rotary_dim}."
+        raise ValueError(msg)
+    if start + rotary_dim > head_dim:
+        msg = (f"`rotary_dim` must not exceed head_dim - rotary_start ({head_dim - start}); "
+               f"got {rotary_dim}.")
+        raise ValueError(msg)
+    return rotary_dim
+
+
+def _check_freqs(value: object, n_pairs: int) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        msg = f"`freqs` must be a sequence of {n_pairs} real numbers; got {value!r}."
+        raise TypeError(msg)
+    freqs = tuple(check_real("freqs", f) for f in np.asarray(value, dtype=object).ravel())
+    if np.ndim(value) != 1 or len(freqs) != n_pairs:
+        msg = (f"`freqs` must have one entry per pair ({n_pairs}); "
+               f"got shape {np.shape(value)}.")
+        raise ValueError(msg)
+    if any(f < 0.0 for f in freqs):
+        msg = f"`freqs` must be non-negative; got {min(freqs)!r}."
+        raise ValueError(msg)
+    return freqs
+
+
+def _check_scaling(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, ScalingRule):
+        msg = ("`scaling` must be a scaling rule with inv_freq() and attention_factor() "
+               f"(see rope_ref.scaling); got {value!r}.")
+        raise TypeError(msg)
+    _check_hashable("scaling", value)
+
+
+def _check_xpos(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, XPosRule):
+        msg = f"`xpos` must be an xPos rule with scale_base, zeta() and center(); got {value!r}."
+        raise TypeError(msg)
+    scale_base = check_real("xpos.scale_base", value.scale_base)
+    if scale_base <= 0.0:
+        msg = f"`xpos.scale_base` must be positive; got {scale_base!r}."
+        raise ValueError(msg)
+    _check_hashable("xpos", value)
+
+
+def _check_hashable(name: str, value: object) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        msg = f"`{name}` must be hashable (a frozen value); got {type(value).__name__}."
+        raise TypeError(msg) from None
+
+
+def _check_sections(value: object, n_pairs: int, order: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        msg = f"`sections` must be a sequence of positive integers; got {value!r}."
+        raise TypeError(msg)
+    sections = tuple(check_int("sections", s, minimum=1) for s in value)
+    if not sections:
+        msg = "`sections` must name at least one axis; got ()."
+        raise ValueError(msg)
+    if sum(sections) != n_pairs:
+        msg = (f"`sections` must sum to n_pairs = rotary_dim // 2 ({n_pairs}); "
+               f"got {sections} (sum {sum(sections)}).")
+        raise ValueError(msg)
+    n_axes = len(sections)
+    for axis, size in enumerate(sections[1:], start=1):
+        last = axis + n_axes * (size - 1)
+        if order == "interleaved" and last >= n_pairs:
+            msg = (f"`sections` must fit the interleaved order: axis {axis} with {size} pairs "
+                   f"needs pair index {last}, but there are {n_pairs} pairs; got {sections}.")
+            raise ValueError(msg)
+    return sections
+

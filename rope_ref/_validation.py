@@ -1,0 +1,45 @@
+"""Argument checks shared by the public functions: one check per condition."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import TypeVar
+
+__all__ = ["check_choice", "check_int", "check_real"]
+
+T = TypeVar("T", bound=str)
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return `value` as an int, or raise naming `name`; bool is not an integer here."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        msg = f"`{name}` must be an integer; got {value!r}."
+        raise TypeError(msg)
+    result = int(value)
+    if minimum is not None and result < minimum:
+        msg = f"`{name}` must be at least {minimum}; got {result}."
+        raise ValueError(msg)
+    return result
+
+
+def check_real(name: str, value: object) -> float:
+    """Return `value` as a finite float, or raise naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        msg = f"`{name}` must be a real number; got {value!r}."
+        raise TypeError(msg)
+    result = float(value)
+    if not math.isfinite(result):
+        msg = f"`{name}` must be finite; got {result!r}."
+        raise ValueError(msg)
+    return result
+
+
+def check_choice(name: str, value: object, choices: Sequence[T]) -> T:
+    """Return `value` if it is one of `choices`, or raise ValueError listing them."""
+    for choice in choices:
+        if isinstance(value, str) and value == choice:
+            return choice
+    msg = f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}."
+    raise ValueError(msg)
