@@ -15,7 +15,7 @@ from rope_ref._positions import (
     lay_out,
     normalize_seq_axis,
 )
-from rope_ref._spec import RopeSpec
+from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
 from rope_ref._validation import check_choice
 
@@ -122,10 +122,12 @@ def apply_rope(
     form = check_choice("form", form, FORMS)
     backend = check_choice("backend", backend, BACKENDS)
     inverse = _check_bool("inverse", inverse)
-    cos, sin = _tables_for(x, spec, positions, offset=offset, seq_axis=seq_axis,
-                           seq_len=seq_len, role=role, xp=xp)
-    return _rotate(x, cos, sin, spec=spec, inverse=inverse, form=form, backend=backend,
-                   out=out, xp=xp)
+    cos, sin = _tables_for(
+        x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role, xp=xp
+    )
+    return _rotate(
+        x, cos, sin, spec=spec, inverse=inverse, form=form, backend=backend, out=out, xp=xp
+    )
 
 
 def apply_rope_qk(
@@ -191,23 +193,46 @@ def apply_rope_qk(
         k_axis = normalize_seq_axis(seq_axis, k.ndim)
         k_len, q_len = k.shape[k_axis], q.shape[q_axis]
         if q_len > k_len:
-            msg = (f"`q` must not have more tokens than `k` when positions are omitted "
-                   f"(queries are the newest keys); got {q_len} > {k_len}.")
+            msg = (
+                f"`q` must not have more tokens than `k` when positions are omitted "
+                f"(queries are the newest keys); got {q_len} > {k_len}."
+            )
             raise ValueError(msg)
         dev = device(k)
-        k_positions = default_positions(k_len, offset, xp=xp, dev=dev, n_axes=spec.n_axes)
+        k_positions = default_positions(k_len, offset, xp=xp, dev=dev, n_axes=spec.position_axes)
         positions = k_positions[k_len - q_len :, ...]
         offset = 0
     elif k_positions is None:
         k_positions = positions
     if seq_len is None and spec.scaling is not None:
         seq_len = _joint_seq_len(spec, positions, k_positions, offset, xp)
-    options = {"offset": offset, "seq_axis": seq_axis, "inverse": inverse,
-               "seq_len": seq_len, "form": form, "backend": backend}
-    xpos_q = {"role": "query"} if spec.xpos is not None else {}
-    xpos_k = {"role": "key"} if spec.xpos is not None else {}
-    return (apply_rope(q, spec, positions, **options, **xpos_q),  # type: ignore[arg-type]
-            apply_rope(k, spec, k_positions, **options, **xpos_k))  # type: ignore[arg-type]
+    q_role: Role | None = "query" if spec.xpos is not None else None
+    k_role: Role | None = "key" if spec.xpos is not None else None
+    q_rot = apply_rope(
+        q,
+        spec,
+        positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        form=form,
+        backend=backend,
+        role=q_role,
+    )
+    k_rot = apply_rope(
+        k,
+        spec,
+        k_positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        form=form,
+        backend=backend,
+        role=k_role,
+    )
+    return q_rot, k_rot
 
 
 def _check_x(x: Array, name: str) -> ArrayNamespace:
@@ -227,12 +252,12 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
 def _resolve_spec(spec: RopeSpec | None, x: Array) -> RopeSpec:
     if spec is None:
         return RopeSpec(head_dim=x.shape[-1])
-    if not isinstance(spec, RopeSpec):
-        msg = f"`spec` must be a RopeSpec or None; got {type(spec).__name__}."
-        raise TypeError(msg)
+    spec = check_spec(spec)
     if x.shape[-1] != spec.head_dim:
-        msg = (f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
-               f"got shape {tuple(x.shape)}.")
+        msg = (
+            f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+            f"got shape {tuple(x.shape)}."
+        )
         raise ValueError(msg)
     return spec
 
@@ -258,14 +283,15 @@ def _tables_for(
     """Validated positions laid out against x, then float64 cos/sin of the grid."""
     offset = check_offset(offset)
     dev = device(x)
+    axis: int | None
     if positions is None:
         axis = normalize_seq_axis(seq_axis, x.ndim)
-        p = default_positions(x.shape[axis], offset, xp=xp, dev=dev, n_axes=spec.n_axes)
+        p = default_positions(x.shape[axis], offset, xp=xp, dev=dev, n_axes=spec.position_axes)
     else:
-        p = _shift(as_positions(positions, xp=xp, dev=dev, n_axes=spec.n_axes), offset, xp)
-        is_1d = p.ndim == (1 if spec.n_axes == 1 else 2)
+        p = _shift(as_positions(positions, xp=xp, dev=dev, n_axes=spec.position_axes), offset, xp)
+        is_1d = p.ndim == (1 if spec.sections is None else 2)
         axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
-    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.n_axes, xp=xp)
+    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=xp)
     return tables(spec, p, xp=xp, seq_len=seq_len, role=role)
 
 
@@ -280,8 +306,8 @@ def _shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
 def _joint_seq_len(
     spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float, xp: ArrayNamespace
 ) -> float | None:
-    p_q = as_positions(q_pos, xp=xp, n_axes=spec.n_axes)
-    p_k = as_positions(k_pos, xp=xp, n_axes=spec.n_axes)
+    p_q = as_positions(q_pos, xp=xp, n_axes=spec.position_axes)
+    p_k = as_positions(k_pos, xp=xp, n_axes=spec.position_axes)
     if is_lazy(p_q) and not array_api_compat.is_dask_array(p_q):
         return None
     top = max(float(xp.max(p_q)) if p_q.size else 0.0, float(xp.max(p_k)) if p_k.size else 0.0)
@@ -305,15 +331,28 @@ def _rotate(
         if out is not None:
             msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
             raise ValueError(msg)
-        return _reference.rotate(x, cos, sin, layout=spec.layout, rotary_start=spec.rotary_start,
-                                 inverse=inverse, form=form, xp=xp)
+        return _reference.rotate(
+            x,
+            cos,
+            sin,
+            layout=spec.layout,
+            rotary_start=spec.rotary_start,
+            inverse=inverse,
+            form=form,
+            xp=xp,
+        )
     if form != "rotate_half":
         msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
         raise ValueError(msg)
     kernel_dtype = xp.float64 if x.dtype == xp.float64 else xp.float32
     return load_backend(name).rotate(
-        x, xp.astype(cos, kernel_dtype), xp.astype(sin, kernel_dtype),
-        layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse, out=out,
+        x,
+        xp.astype(cos, kernel_dtype),
+        xp.astype(sin, kernel_dtype),
+        layout=spec.layout,
+        rotary_start=spec.rotary_start,
+        inverse=inverse,
+        out=out,
     )
 
 

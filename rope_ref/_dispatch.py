@@ -7,6 +7,8 @@ import importlib
 import importlib.util
 from types import ModuleType
 
+from rope_ref._typing import BackendName
+
 __all__ = ["BACKENDS", "available_backends", "load_backend"]
 
 # name -> (module that provides rotate(), the optional dependency it needs)
@@ -15,7 +17,7 @@ _REGISTRY: dict[str, tuple[str, str | None]] = {
     "numba": ("rope_ref.backends.numba_cpu", "numba"),
     "cupy": ("rope_ref.backends.cupy_cuda", "cupy"),
 }
-BACKENDS: tuple[str, ...] = (*_REGISTRY, "auto")
+BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto")
 
 
 def _missing_reason(name: str) -> str | None:

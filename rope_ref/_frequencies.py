@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import decimal
+import functools
+
 import numpy as np
 from numpy.typing import NDArray
 
 from rope_ref._compat import array_namespace, compute_dtype, device, has_float64, to_numpy
 from rope_ref._positions import as_positions
-from rope_ref._spec import RopeSpec
+from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import ROLES, Array, ArrayNamespace, Role
 from rope_ref._validation import check_choice, check_real
 
@@ -45,13 +48,12 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
     >>> rr.inv_freq(rr.RopeSpec(head_dim=4)).tolist()
     [1.0, 0.01]
     """
-    _check_spec(spec)
+    check_spec(spec)
     seq_len = _check_seq_len(seq_len)
     if spec.freqs is not None:
         return np.array(spec.freqs, dtype=np.float64)
     d = spec._rotary_dim
-    exponents = -(2.0 * np.arange(spec.n_pairs, dtype=np.float64)) / d
-    theta = np.power(np.float64(spec.base), exponents)
+    theta = np.array(_default_inv_freq(spec.base, d), dtype=np.float64)
     if spec.scaling is None:
         return theta
     scaled = np.asarray(
@@ -59,10 +61,26 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
         dtype=np.float64,
     )
     if scaled.shape != theta.shape or not np.all(np.isfinite(scaled)):
-        msg = (f"`spec.scaling` must give {spec.n_pairs} finite inverse frequencies; "
-               f"got shape {scaled.shape}.")
+        msg = (
+            f"`spec.scaling` must give {spec.n_pairs} finite inverse frequencies; "
+            f"got shape {scaled.shape}."
+        )
         raise ValueError(msg)
     return scaled
+
+
+@functools.lru_cache(maxsize=256)
+def _default_inv_freq(base: float, rotary_dim: int) -> tuple[float, ...]:
+    """Correctly rounded ``base ** (-2j / rotary_dim)``.
+
+    In float64, ``-2j / d`` is itself rounded when d is not a power of two, which costs up
+    to a few ulp after ``pow``; 50-digit decimal arithmetic on the exact binary value of
+    `base` and the exact rational exponent rounds once, at the end.
+    """
+    with decimal.localcontext() as context:
+        context.prec = 50
+        log_base = decimal.Decimal(base).ln()
+        return tuple(float((log_base * -2 * j / rotary_dim).exp()) for j in range(rotary_dim // 2))
 
 
 def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
@@ -88,12 +106,13 @@ def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
     >>> rr.attention_factor(rr.RopeSpec(head_dim=64))
     1.0
     """
-    _check_spec(spec)
+    check_spec(spec)
     seq_len = _check_seq_len(seq_len)
     if spec.scaling is None:
         return 1.0
-    return check_real("spec.scaling.attention_factor()",
-                      spec.scaling.attention_factor(seq_len=seq_len))
+    return check_real(
+        "spec.scaling.attention_factor()", spec.scaling.attention_factor(seq_len=seq_len)
+    )
 
 
 def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
@@ -108,7 +127,7 @@ def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
     >>> rr.pair_axes(spec).tolist()
     [0, 1, 2, 0, 1, 2]
     """
-    _check_spec(spec)
+    check_spec(spec)
     if spec.sections is None:
         return np.zeros(spec.n_pairs, dtype=np.intp)
     n_axes = len(spec.sections)
@@ -145,9 +164,9 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
     >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
     [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
     """
-    xp, dev, p = _positions_namespace(positions)
+    xp, dev, p = _positions_namespace(positions, spec)
     if not has_float64(xp, dev):
-        xp, dev, p = _positions_namespace(to_numpy(p))
+        xp, dev, p = _positions_namespace(to_numpy(p), spec)
     p = xp.astype(p, xp.float64)
     theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, xp))
     return _angles(spec, p, theta, xp=xp)
@@ -191,7 +210,7 @@ def rope_cos_sin(
     >>> cos.tolist(), sin.tolist()
     ([[1.0]], [[0.0]])
     """
-    xp, dev, p = _positions_namespace(positions)
+    xp, dev, p = _positions_namespace(positions, spec)
     out_dtype = compute_dtype(xp, dev) if dtype is None else dtype
     cos, sin = tables(spec, p, xp=xp, seq_len=seq_len, role=role)
     return xp.astype(cos, out_dtype), xp.astype(sin, out_dtype)
@@ -214,8 +233,10 @@ def tables(
     if not has_float64(xp, dev):
         host = to_numpy(positions)
         cos, sin = tables(spec, host, xp=array_namespace(host), seq_len=seq_len, role=role)
-        return (xp.asarray(cos.astype(np.float32), device=dev),
-                xp.asarray(sin.astype(np.float32), device=dev))
+        return (
+            xp.asarray(cos.astype(np.float32), device=dev),
+            xp.asarray(sin.astype(np.float32), device=dev),
+        )
     p = xp.astype(positions, xp.float64)
     seq_len = _resolve_seq_len(spec, p, seq_len, xp)
     angles = _angles(spec, p, inv_freq(spec, seq_len), xp=xp)
@@ -243,7 +264,7 @@ def _xpos_scale(
     spec: RopeSpec, p: Array, seq_len: float | None, role: Role | None, *, xp: ArrayNamespace
 ) -> Array:
     xpos = spec.xpos
-    assert xpos is not None  # noqa: S101  (the caller checked)
+    assert xpos is not None  # the caller checked
     if role is None:
         msg = "`role` must be 'query' or 'key' when spec.xpos is set; got None."
         raise ValueError(msg)
@@ -273,8 +294,10 @@ def _max_plus_one(p: Array, xp: ArrayNamespace) -> float:
     try:
         return float(to_numpy(xp.max(p))) + 1.0
     except Exception as err:  # a traced (jit/grad) array has no value to read
-        msg = ("`seq_len` must be given explicitly when positions cannot be read "
-               f"(got a {type(p).__name__}).")
+        msg = (
+            "`seq_len` must be given explicitly when positions cannot be read "
+            f"(got a {type(p).__name__})."
+        )
         raise ValueError(msg) from err
 
 
@@ -288,13 +311,8 @@ def _check_seq_len(seq_len: object) -> float | None:
     return value
 
 
-def _check_spec(spec: object) -> None:
-    if not isinstance(spec, RopeSpec):
-        msg = f"`spec` must be a RopeSpec; got {type(spec).__name__}."
-        raise TypeError(msg)
-
-
-def _positions_namespace(positions: Array) -> tuple[ArrayNamespace, object, Array]:
-    p = as_positions(positions)
+def _positions_namespace(positions: Array, spec: RopeSpec) -> tuple[ArrayNamespace, object, Array]:
+    check_spec(spec)
+    p = as_positions(positions, n_axes=spec.position_axes)
     xp = array_namespace(p, name="positions")
     return xp, device(p), p

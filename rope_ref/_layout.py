@@ -5,7 +5,7 @@ from __future__ import annotations
 from rope_ref._api import _check_x, _resolve_spec
 from rope_ref._compat import device
 from rope_ref._reference import half_index_of_interleaved
-from rope_ref._spec import RopeSpec
+from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import LAYOUTS, Array, Layout
 from rope_ref._validation import check_choice, check_int
 
@@ -39,7 +39,11 @@ def feature_order(spec: RopeSpec, src: Layout, dst: Layout) -> list[int]:
 
 
 def convert_layout(
-    x: Array, /, spec: RopeSpec | None = None, *, src: Layout = "interleaved",
+    x: Array,
+    /,
+    spec: RopeSpec | None = None,
+    *,
+    src: Layout = "interleaved",
     dst: Layout = "half",
 ) -> Array:
     """Reorder the rotary features of `x` from layout `src` to layout `dst`.
@@ -76,7 +80,12 @@ def convert_layout(
 
 
 def permute_weights(
-    w: Array, /, *, n_heads: int, spec: RopeSpec | None = None, src: Layout = "interleaved",
+    w: Array,
+    /,
+    *,
+    n_heads: int,
+    spec: RopeSpec | None = None,
+    src: Layout = "interleaved",
     dst: Layout = "half",
 ) -> Array:
     """Permute the output rows of a q or k projection from layout `src` to `dst`.
@@ -108,25 +117,25 @@ def permute_weights(
     --------
     >>> import array_api_strict as xp
     >>> import rope_ref as rr
-    >>> bias = xp.asarray([0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0])
+    >>> bias = xp.asarray([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
     >>> rr.permute_weights(bias, n_heads=2)
-    Array([ 0.,  2.,  1.,  3., 10., 12., 11., 13.], dtype=array_api_strict.float64)
+    Array([0., 2., 1., 3., 4., 6., 5., 7.], dtype=array_api_strict.float64)
     """
     xp = _check_x(w, "w")
     n_heads = check_int("n_heads", n_heads, minimum=1)
     if w.ndim > 2 or w.shape[0] % n_heads:
-        msg = (f"`w` must be (n_heads * head_dim, in_features) or (n_heads * head_dim,) with "
-               f"n_heads = {n_heads}; got shape {tuple(w.shape)}.")
+        msg = (
+            f"`w` must be (n_heads * head_dim, in_features) or (n_heads * head_dim,) with "
+            f"n_heads = {n_heads}; got shape {tuple(w.shape)}."
+        )
         raise ValueError(msg)
     head_dim = w.shape[0] // n_heads
-    if spec is None:
-        spec = RopeSpec(head_dim=head_dim)
-    elif not isinstance(spec, RopeSpec):
-        msg = f"`spec` must be a RopeSpec or None; got {type(spec).__name__}."
-        raise TypeError(msg)
-    elif spec.head_dim != head_dim:
-        msg = (f"`spec` must be a RopeSpec with head_dim = w.shape[0] // n_heads = {head_dim}; "
-               f"got {spec!r}.")
+    spec = RopeSpec(head_dim=head_dim) if spec is None else check_spec(spec)
+    if spec.head_dim != head_dim:
+        msg = (
+            f"`spec` must be a RopeSpec with head_dim = w.shape[0] // n_heads = {head_dim}; "
+            f"got {spec!r}."
+        )
         raise ValueError(msg)
     order = feature_order(spec, src, dst)
     rows = [h * head_dim + i for h in range(n_heads) for i in order]

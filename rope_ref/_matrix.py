@@ -9,7 +9,7 @@ from rope_ref._compat import array_namespace
 from rope_ref._frequencies import tables
 from rope_ref._positions import as_positions
 from rope_ref._reference import block_matrix
-from rope_ref._spec import RopeSpec
+from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import Role
 
 __all__ = ["rotation_matrix"]
@@ -50,13 +50,10 @@ def rotation_matrix(
     >>> bool(np.allclose(R, [[np.cos(1), -np.sin(1)], [np.sin(1), np.cos(1)]]))
     True
     """
-    if not isinstance(spec, RopeSpec):
-        msg = f"`spec` must be a RopeSpec; got {type(spec).__name__}."
-        raise TypeError(msg)
-    p = as_positions(position, name="position", n_axes=spec.n_axes)
-    if p.ndim != (0 if spec.n_axes == 1 else 1):
-        msg = (f"`position` must be a single position ({spec.n_axes} value(s)); "
-               f"got shape {p.shape}.")
+    spec = check_spec(spec)
+    p = as_positions(position, name="position", n_axes=spec.position_axes)
+    if p.ndim != (0 if spec.sections is None else 1):
+        msg = f"`position` must be a single position ({spec.n_axes} value(s)); got shape {p.shape}."
         raise ValueError(msg)
     xp = array_namespace(p)
     cos, sin = tables(spec, p, xp=xp, seq_len=seq_len, role=role)

@@ -18,7 +18,7 @@ def as_positions(
     *,
     xp: ArrayNamespace | None = None,
     dev: object = None,
-    n_axes: int = 1,
+    n_axes: int | None = None,
     name: str = "positions",
 ) -> Array:
     """Validate `positions` and return them as an array (of namespace `xp` when given).
@@ -30,8 +30,10 @@ def as_positions(
         p = positions
         if xp is not None and array_namespace(p, name=name) is not xp:
             if not array_api_compat.is_numpy_array(p):
-                msg = (f"`{name}` must be in the namespace of `x` ({xp.__name__}); "
-                       f"got {type(p).__name__}.")
+                msg = (
+                    f"`{name}` must be in the namespace of `x` ({xp.__name__}); "
+                    f"got {type(p).__name__}."
+                )
                 raise TypeError(msg)
             p = xp.asarray(p, device=dev)
     else:
@@ -42,12 +44,16 @@ def as_positions(
     if not pxp.isdtype(p.dtype, ("integral", "real floating")):
         msg = f"`{name}` must have an integer or real floating dtype; got {p.dtype}."
         raise TypeError(msg)
-    if n_axes > 1 and (p.ndim == 0 or p.shape[-1] != n_axes):
-        msg = (f"`{name}` must have a trailing axis of length {n_axes} (one per section); "
-               f"got shape {tuple(p.shape)}.")
+    if n_axes is not None and (p.ndim == 0 or p.shape[-1] != n_axes):
+        msg = (
+            f"`{name}` must have a trailing axis of length {n_axes} (one per section); "
+            f"got shape {tuple(p.shape)}."
+        )
         raise ValueError(msg)
-    if pxp.isdtype(p.dtype, "real floating") and not is_lazy(p) and not bool(
-        pxp.all(pxp.isfinite(p))
+    if (
+        pxp.isdtype(p.dtype, "real floating")
+        and not is_lazy(p)
+        and not bool(pxp.all(pxp.isfinite(p)))
     ):
         msg = f"`{name}` must be finite; got an array containing NaN or infinity."
         raise ValueError(msg)
@@ -75,34 +81,41 @@ def normalize_seq_axis(seq_axis: object, ndim: int) -> int:
         msg = f"`x` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
         raise ValueError(msg)
     if not -ndim <= seq_axis < ndim or seq_axis % ndim == ndim - 1:
-        msg = (f"`seq_axis` must name an axis of x other than the last (from {-ndim} to "
-               f"{ndim - 2}, excluding -1); got {seq_axis}.")
+        msg = (
+            f"`seq_axis` must name an axis of x other than the last (from {-ndim} to "
+            f"{ndim - 2}, excluding -1); got {seq_axis}."
+        )
         raise ValueError(msg)
     return seq_axis % ndim
 
 
 def default_positions(
-    length: int, offset: float, *, xp: ArrayNamespace, dev: object, n_axes: int = 1
+    length: int, offset: float, *, xp: ArrayNamespace, dev: object, n_axes: int | None = None
 ) -> Array:
-    """``offset + arange(length)`` (integers when `offset` is), repeated per axis."""
+    """``offset + arange(length)`` (integers when `offset` is), repeated per axis if any."""
     if float(offset).is_integer() and abs(offset) < 2**53:
         p = xp.arange(length, dtype=xp.int64, device=dev) + int(offset)
     else:
         p = xp.arange(length, dtype=xp.float64, device=dev) + offset
-    if n_axes > 1:
+    if n_axes is not None:
         p = xp.stack([p] * n_axes, axis=-1)
     return p
 
 
 def lay_out(
-    p: Array, lead: tuple[int, ...], seq_axis: int | None, *, n_axes: int, xp: ArrayNamespace
+    p: Array,
+    lead: tuple[int, ...],
+    seq_axis: int | None,
+    *,
+    n_axes: int | None,
+    xp: ArrayNamespace,
 ) -> Array:
     """Reshape validated positions so their grid has ``len(lead)`` axes aligned with x.
 
     `lead` is ``x.shape[:-1]``. A 1-D grid whose length is ``lead[seq_axis]`` is laid along
     `seq_axis`; any other grid must broadcast to `lead` (right-aligned, NumPy rules).
     """
-    trailing = (n_axes,) if n_axes > 1 else ()
+    trailing = () if n_axes is None else (n_axes,)
     grid = tuple(p.shape[: p.ndim - len(trailing)])
     if seq_axis is not None and len(grid) == 1 and grid[0] == lead[seq_axis]:
         shape = [1] * len(lead)
@@ -111,14 +124,16 @@ def lay_out(
     if len(grid) > len(lead) or any(
         g not in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
     ):
-        msg = (f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
-               f"x.shape[seq_axis]); got a position grid of shape {grid}.")
+        msg = (
+            f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
+            f"x.shape[seq_axis]); got a position grid of shape {grid}."
+        )
         raise ValueError(msg)
-    shape = (1,) * (len(lead) - len(grid)) + grid
-    return xp.reshape(p, (*shape, *trailing))
+    padded = (1,) * (len(lead) - len(grid)) + grid
+    return xp.reshape(p, (*padded, *trailing))
 
 
-def check_offset(offset: object) -> float | int:
+def check_offset(offset: object) -> float:
     """Return `offset` if it is a finite real number, else raise naming it."""
     if isinstance(offset, bool) or not isinstance(offset, int | float | np.integer | np.floating):
         msg = f"`offset` must be a real number; got {offset!r}."
@@ -126,4 +141,4 @@ def check_offset(offset: object) -> float | int:
     if not math.isfinite(offset):
         msg = f"`offset` must be finite; got {offset!r}."
         raise ValueError(msg)
-    return offset
+    return int(offset) if isinstance(offset, int | np.integer) else float(offset)

@@ -50,6 +50,6 @@ def sinusoidal_embedding(positions: Array, /, dim: int, *, base: float = 10000.0
     xp = array_namespace(p)
     dtype = compute_dtype(xp, device(p))
     exponents = xp.arange(0, dim, 2, dtype=dtype, device=device(p)) / dim
-    angles = xp.astype(p, dtype)[..., None] * (base ** -exponents)
+    angles = xp.astype(p, dtype)[..., None] * (base**-exponents)
     stacked = xp.stack([xp.sin(angles), xp.cos(angles)], axis=-1)
     return xp.reshape(stacked, (*angles.shape[:-1], dim))

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from rope_ref._typing import LAYOUTS, SECTION_ORDERS, Layout, SectionOrder
 from rope_ref._validation import check_choice, check_int, check_real
 
-__all__ = ["RopeSpec", "ScalingRule", "XPosRule"]
+__all__ = ["RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
 
 
 @runtime_checkable
@@ -43,7 +43,10 @@ class XPosRule(Protocol):
     `scale_base`.
     """
 
-    scale_base: float
+    @property
+    def scale_base(self) -> float:
+        """Positions over which the scale changes by a factor of zeta (xPos's "scale_base")."""
+        ...
 
     def zeta(self, rotary_dim: int) -> NDArray[np.float64]:
         """Return the per-pair decay bases, float64, shape ``(rotary_dim // 2,)``."""
@@ -130,9 +133,9 @@ class RopeSpec:
     base: float = 10000.0
     layout: Layout = "half"
     scaling: ScalingRule | None = None
-    freqs: tuple[float, ...] | None = None
+    freqs: Sequence[float] | None = None
     xpos: XPosRule | None = None
-    sections: tuple[int, ...] | None = None
+    sections: Sequence[int] | None = None
     section_order: SectionOrder = "chunked"
 
     def __post_init__(self) -> None:
@@ -151,17 +154,19 @@ class RopeSpec:
         self._set("rotary_dim", rotary_dim)
         self._set("base", base)
         self._set("layout", check_choice("layout", self.layout, LAYOUTS))
-        self._set("section_order", check_choice("section_order", self.section_order,
-                                                SECTION_ORDERS))
+        self._set(
+            "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
+        )
         self._set("freqs", _check_freqs(self.freqs, rotary_dim // 2))
         if self.freqs is not None and (base != 10000.0 or self.scaling is not None):
-            msg = ("`freqs` replaces `base` and `scaling`; leave them at their defaults; "
-                   f"got base={base!r}, scaling={self.scaling!r}.")
+            msg = (
+                "`freqs` replaces `base` and `scaling`; leave them at their defaults; "
+                f"got base={base!r}, scaling={self.scaling!r}."
+            )
             raise ValueError(msg)
         _check_scaling(self.scaling)
         _check_xpos(self.xpos)
-        self._set("sections", _check_sections(self.sections, rotary_dim // 2,
-                                              self.section_order))
+        self._set("sections", _check_sections(self.sections, rotary_dim // 2, self.section_order))
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -186,13 +191,28 @@ class RopeSpec:
         """Number of position axes: ``len(sections)``, or 1 for ordinary RoPE."""
         return 1 if self.sections is None else len(self.sections)
 
+    @property
+    def position_axes(self) -> int | None:
+        """Length of the trailing axis of positions: ``len(sections)``, or None (no axis)."""
+        return None if self.sections is None else len(self.sections)
+
+
+def check_spec(spec: object) -> RopeSpec:
+    """Return `spec` if it is a RopeSpec, else raise TypeError naming it."""
+    if not isinstance(spec, RopeSpec):
+        msg = f"`spec` must be a RopeSpec; got {type(spec).__name__}."
+        raise TypeError(msg)
+    return spec
+
 
 def _check_rotary_dim(value: object, head_dim: int, start: int) -> int:
     if value is None:
         rotary_dim = head_dim - start
         if rotary_dim % 2:
-            msg = (f"`rotary_dim` must be even; got {rotary_dim} "
-                   f"(the default, head_dim - rotary_start = {head_dim} - {start}).")
+            msg = (
+                f"`rotary_dim` must be even; got {rotary_dim} "
+                f"(the default, head_dim - rotary_start = {head_dim} - {start})."
+            )
             raise ValueError(msg)
         return rotary_dim
     rotary_dim = check_int("rotary_dim", value, minimum=2)
@@ -200,8 +220,10 @@ def _check_rotary_dim(value: object, head_dim: int, start: int) -> int:
         msg = f"`rotary_dim` must be even; got {rotary_dim}."
         raise ValueError(msg)
     if start + rotary_dim > head_dim:
-        msg = (f"`rotary_dim` must not exceed head_dim - rotary_start ({head_dim - start}); "
-               f"got {rotary_dim}.")
+        msg = (
+            f"`rotary_dim` must not exceed head_dim - rotary_start ({head_dim - start}); "
+            f"got {rotary_dim}."
+        )
         raise ValueError(msg)
     return rotary_dim
 
@@ -214,8 +236,7 @@ def _check_freqs(value: object, n_pairs: int) -> tuple[float, ...] | None:
         raise TypeError(msg)
     freqs = tuple(check_real("freqs", f) for f in np.asarray(value, dtype=object).ravel())
     if np.ndim(value) != 1 or len(freqs) != n_pairs:
-        msg = (f"`freqs` must have one entry per pair ({n_pairs}); "
-               f"got shape {np.shape(value)}.")
+        msg = f"`freqs` must have one entry per pair ({n_pairs}); got shape {np.shape(value)}."
         raise ValueError(msg)
     if any(f < 0.0 for f in freqs):
         msg = f"`freqs` must be non-negative; got {min(freqs)!r}."
@@ -227,8 +248,10 @@ def _check_scaling(value: object) -> None:
     if value is None:
         return
     if not isinstance(value, ScalingRule):
-        msg = ("`scaling` must be a scaling rule with inv_freq() and attention_factor() "
-               f"(see rope_ref.scaling); got {value!r}.")
+        msg = (
+            "`scaling` must be a scaling rule with inv_freq() and attention_factor() "
+            f"(see rope_ref.scaling); got {value!r}."
+        )
         raise TypeError(msg)
     _check_hashable("scaling", value)
 
@@ -265,15 +288,18 @@ def _check_sections(value: object, n_pairs: int, order: str) -> tuple[int, ...] 
         msg = "`sections` must name at least one axis; got ()."
         raise ValueError(msg)
     if sum(sections) != n_pairs:
-        msg = (f"`sections` must sum to n_pairs = rotary_dim // 2 ({n_pairs}); "
-               f"got {sections} (sum {sum(sections)}).")
+        msg = (
+            f"`sections` must sum to n_pairs = rotary_dim // 2 ({n_pairs}); "
+            f"got {sections} (sum {sum(sections)})."
+        )
         raise ValueError(msg)
     n_axes = len(sections)
     for axis, size in enumerate(sections[1:], start=1):
         last = axis + n_axes * (size - 1)
         if order == "interleaved" and last >= n_pairs:
-            msg = (f"`sections` must fit the interleaved order: axis {axis} with {size} pairs "
-                   f"needs pair index {last}, but there are {n_pairs} pairs; got {sections}.")
+            msg = (
+                f"`sections` must fit the interleaved order: axis {axis} with {size} pairs "
+                f"needs pair index {last}, but there are {n_pairs} pairs; got {sections}."
+            )
             raise ValueError(msg)
     return sections
-

@@ -1,0 +1,203 @@
+"""`rope-ref verify`: the engine's invariants, measured on every namespace and backend."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from rope_ref._api import apply_rope, apply_rope_qk
+from rope_ref._compat import array_namespace, to_numpy
+from rope_ref._dispatch import available_backends
+from rope_ref._error_model import tolerance
+from rope_ref._layout import convert_layout
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import Array, ArrayNamespace, BackendName, Form
+
+__all__ = ["Check", "run_checks"]
+
+NAMESPACES = ("numpy", "array_api_strict", "torch", "jax.numpy", "dask.array", "cupy")
+KERNEL_NAMESPACE: dict[BackendName, str] = {"numba": "numpy", "cupy": "cupy"}
+OFFSET = 4096  # positions OFFSET .. OFFSET + SEQ - 1, large enough to exercise the angles
+SEQ, HEADS, BATCH = 32, 4, 2
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured invariant: its error, the tolerance it must meet, and the verdict."""
+
+    namespace: str
+    backend: str
+    dtype: str
+    check: str
+    error: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        """Whether the measured error is within tolerance (NaN fails)."""
+        return bool(self.error <= self.tolerance)
+
+    def as_dict(self) -> dict[str, object]:
+        """The check as a JSON-ready dict."""
+        return {**asdict(self), "passed": self.passed}
+
+
+def _namespace(name: str) -> ArrayNamespace | None:
+    try:
+        module = importlib.import_module(name)
+        if name == "jax.numpy":
+            importlib.import_module("jax").config.update("jax_enable_x64", True)
+        if name == "cupy":
+            module.cuda.runtime.getDeviceCount()
+    except Exception:  # not installed, or no device: skipped, and listed as such
+        return None
+    return array_namespace(module.asarray([0.0]))
+
+
+def _max_abs(a: Array, b: Array | np.ndarray) -> float:
+    diff = np.abs(to_numpy(a).astype(np.float64) - np.asarray(to_numpy(b), dtype=np.float64))
+    return float(np.max(diff)) if diff.size else 0.0
+
+
+def _exact_rotation(x: np.ndarray, spec: RopeSpec, positions: np.ndarray) -> np.ndarray:
+    """Independent per-pair loop in Python floats (math.cos / math.sin, float64 pow)."""
+    out = x.astype(np.float64)
+    n = spec.n_pairs
+    for s, p in enumerate(positions):
+        for j in range(n):
+            phi = float(p) * spec.base ** (-2.0 * j / spec._rotary_dim)
+            c, si = math.cos(phi), math.sin(phi)
+            a, b = x[:, s, :, j].astype(np.float64), x[:, s, :, j + n].astype(np.float64)
+            out[:, s, :, j], out[:, s, :, j + n] = a * c - b * si, b * c + a * si
+    return out
+
+
+def _checks(
+    xp: ArrayNamespace, backend: BackendName, dtype_name: str
+) -> Iterator[tuple[str, float, float]]:
+    spec = RopeSpec(head_dim=128)  # LLaMA-style defaults: base 10000, half layout
+    rng = np.random.default_rng(0)
+    x_host = rng.standard_normal((BATCH, SEQ, HEADS, spec.head_dim)).astype(dtype_name)
+    dtype = getattr(xp, dtype_name)
+    x = xp.asarray(x_host, dtype=dtype)
+    eps = float(np.finfo(dtype_name).eps)
+    positions = np.arange(SEQ) + OFFSET
+    top = float(positions[-1]) + 1000
+    size = float(np.max(np.abs(x_host)))
+    tol = tolerance(eps, max_angle=top, magnitude=size)
+
+    def rope(
+        a: Array,
+        p: np.ndarray,
+        *,
+        inverse: bool = False,
+        form: Form = "rotate_half",
+        rope_spec: RopeSpec = spec,
+    ) -> Array:
+        return apply_rope(
+            a, rope_spec, xp.asarray(p), seq_axis=-3, backend=backend, inverse=inverse, form=form
+        )
+
+    y = rope(x, positions)
+    yield "matches exact rotation", _max_abs(y, _exact_rotation(x_host, spec, positions)), tol
+    yield "position 0 is identity", _max_abs(rope(x, np.zeros(SEQ, dtype=np.int64)), x_host), 0.0
+    norms = np.linalg.norm(to_numpy(y).astype(np.float64), axis=-1)
+    yield (
+        "norm preserved",
+        float(np.max(np.abs(norms - np.linalg.norm(x_host, axis=-1)))),
+        (tolerance(eps, max_angle=top, magnitude=size * math.sqrt(spec.head_dim))),
+    )
+    yield "inverse undoes", _max_abs(rope(y, positions, inverse=True), x_host), 2 * tol
+    composed = rope(rope(x, positions), np.full(SEQ, 1000))
+    yield "R_a R_b = R_(a+b)", _max_abs(composed, rope(x, positions + 1000)), 3 * tol
+    yield "relative position", *_relative(xp, x, spec, positions, backend, eps, top)
+    if backend == "reference":
+        forms: tuple[Form, ...] = ("complex", "matrix")
+        for form in forms:
+            yield f"form {form} = rotate_half", _max_abs(rope(x, positions, form=form), y), tol
+    spec_i = RopeSpec(head_dim=128, layout="interleaved")
+    via_half = convert_layout(y, spec_i, src="half", dst="interleaved")
+    direct = rope(
+        convert_layout(x, spec_i, src="half", dst="interleaved"), positions, rope_spec=spec_i
+    )
+    yield "layouts commute", _max_abs(via_half, direct), 0.0
+    partial = RopeSpec(head_dim=128, rotary_start=16, rotary_dim=64)
+    yp = to_numpy(rope(x, positions, rope_spec=partial))
+    untouched = np.concatenate(
+        [yp[..., :16] - x_host[..., :16], yp[..., 80:] - x_host[..., 80:]], axis=-1
+    )
+    yield "partial rotary pass-through", float(np.max(np.abs(untouched))), 0.0
+
+
+def _relative(
+    xp: ArrayNamespace,
+    x: Array,
+    spec: RopeSpec,
+    positions: np.ndarray,
+    backend: BackendName,
+    eps: float,
+    top: float,
+) -> tuple[float, float]:
+    """Largest change of any score <R_m q, R_n k> when all positions shift by 1000."""
+    k = xp.flip(x, axis=1)
+    scores = []
+    for shift in (0, 1000):
+        q_rot, k_rot = apply_rope_qk(
+            x, k, spec, xp.asarray(positions + shift), seq_axis=-3, backend=backend
+        )
+        q_np, k_np = to_numpy(q_rot).astype(np.float64), to_numpy(k_rot).astype(np.float64)
+        scores.append(np.einsum("bshd,bthd->bhst", q_np, k_np))
+    error = float(np.max(np.abs(scores[0] - scores[1])))
+    norm = float(np.max(np.linalg.norm(to_numpy(x).astype(np.float64), axis=-1)))
+    return error, 2 * tolerance(eps, max_angle=top, magnitude=norm * norm)
+
+
+def run_checks(progress: Callable[[str], None] | None = None) -> tuple[list[Check], list[str]]:
+    """Run every check on every usable namespace and backend; return checks and skips."""
+    results: list[Check] = []
+    skipped: list[str] = []
+    backends = available_backends()
+    for name in NAMESPACES:
+        xp = _namespace(name)
+        if xp is None:
+            skipped.append(f"{name}: not installed or no device")
+            continue
+        kernels = [b for b, ns in KERNEL_NAMESPACE.items() if ns == name and backends[b] is None]
+        for backend in ("reference", *kernels):
+            if progress is not None:
+                progress(f"checking {name} with backend={backend!r}")
+            for dtype_name in ("float64", "float32"):
+                for check, error, tol in _checks(xp, backend, dtype_name):
+                    results.append(Check(name, backend, dtype_name, check, error, tol))
+    skipped += [f"backend {b}: {reason}" for b, reason in backends.items() if reason]
+    return results, skipped
+
+
+def print_table(results: list[Check], skipped: list[str]) -> None:
+    """Print the checks as an aligned table, then what was skipped and the verdict."""
+    header = (
+        f"{'namespace':<17} {'backend':<10} {'dtype':<8} {'check':<28} {'max error':>10} "
+        f"{'tolerance':>10}  result"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.namespace:<17} {r.backend:<10} {r.dtype:<8} {r.check:<28} {r.error:>10.2e} "
+            f"{r.tolerance:>10.2e}  {'ok' if r.passed else 'FAIL'}"
+        )
+    for line in skipped:
+        print(f"skipped: {line}")
+    failures = sum(not r.passed for r in results)
+    print(f"\n{len(results) - failures} passed, {failures} failed")
+
+
+def progress_to_stderr(message: str) -> None:
+    """Progress lines for people watching a terminal; silent when stderr is redirected."""
+    if sys.stderr.isatty():
+        print(f"  {message} ...", file=sys.stderr)

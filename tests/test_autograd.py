@@ -1,0 +1,118 @@
+"""Differentiability with respect to x under torch autograd and jax.grad.
+
+RoPE is linear and orthogonal in x: y = R x, so d/dx sum(y * g) = R^T g, the rotation by the
+negative angles, i.e. apply_rope(g, inverse=True). The expected gradient is also built from
+explicit cos/sin (numpy) so that the check does not rest on rope_ref alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from tests._helpers import host, max_abs
+
+SPECS = [
+    rr.RopeSpec(head_dim=8, layout="half"),
+    rr.RopeSpec(head_dim=8, layout="interleaved"),
+    rr.RopeSpec(head_dim=12, rotary_dim=6, rotary_start=2, layout="half"),
+    rr.RopeSpec(head_dim=12, rotary_dim=4, rotary_start=6, layout="interleaved", base=500.0),
+]
+IDS = ["half", "interleaved", "half-partial", "interleaved-partial"]
+BATCH, SEQ = 2, 3
+OFFSET = 37.0
+# Gradients are float64 rotations of g with |phi| <= OFFSET + 2: 4 eps (|phi| + 1) max|g|
+# bounds the difference between two float64 evaluations (angle rounding plus two products).
+# The standard-normal g used here has max|g| < 5.
+TOL = 4 * 2.0**-52 * (OFFSET + 3.0) * 5.0
+
+
+def _transpose_rotation(g: np.ndarray, spec: rr.RopeSpec) -> np.ndarray:
+    # R^T g from the formula: pair (a, b) at angle phi maps to (a c + b s, b c - a s).
+    n, s0 = spec.n_pairs, spec.rotary_start
+    pos = OFFSET + np.arange(g.shape[-2], dtype=np.float64)
+    out = g.copy()
+    for j in range(n):
+        a, b = (s0 + j, s0 + j + n) if spec.layout == "half" else (s0 + 2 * j, s0 + 2 * j + 1)
+        inv = spec.base ** (-2.0 * j / (2 * n))
+        c, s = np.cos(pos * inv), np.sin(pos * inv)  # (seq,), broadcast over batch
+        out[..., a] = g[..., a] * c + g[..., b] * s
+        out[..., b] = g[..., b] * c - g[..., a] * s
+    return out
+
+
+def _data(spec: rr.RopeSpec, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (BATCH, SEQ, spec.head_dim)
+    x, g = rng.standard_normal(shape), rng.standard_normal(shape)
+    assert np.max(np.abs(g)) < 5.0  # TOL assumes it
+    return x, g
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_torch_autograd_gradient_is_inverse_rotation(spec):
+    torch = pytest.importorskip("torch")
+    x_np, g_np = _data(spec, 0)
+    x = torch.tensor(x_np, requires_grad=True)
+    g = torch.tensor(g_np)
+    y = rr.apply_rope(x, spec, offset=OFFSET)
+    assert y.requires_grad, "apply_rope cut the autograd graph"
+    (y * g).sum().backward()
+    assert x.grad is not None
+    assert max_abs(x.grad, rr.apply_rope(g, spec, offset=OFFSET, inverse=True)) <= TOL
+    assert max_abs(x.grad, _transpose_rotation(g_np, spec)) <= TOL
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+@pytest.mark.parametrize("form", ["rotate_half", "complex", "matrix"])
+def test_torch_gradcheck(spec, form):
+    torch = pytest.importorskip("torch")
+    x_np, _ = _data(spec, 1)
+    x = torch.tensor(x_np, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda t: rr.apply_rope(t, spec, offset=OFFSET, form=form), (x,), eps=1e-6, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_torch_gradient_with_positions_tensor(spec):
+    torch = pytest.importorskip("torch")
+    x_np, g_np = _data(spec, 2)
+    x = torch.tensor(x_np, requires_grad=True)
+    positions = torch.arange(SEQ, dtype=torch.float64) + OFFSET
+    (rr.apply_rope(x, spec, positions) * torch.tensor(g_np)).sum().backward()
+    assert max_abs(x.grad, _transpose_rotation(g_np, spec)) <= TOL
+
+
+@pytest.fixture
+def jax_x64():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+@pytest.mark.parametrize("form", ["rotate_half", "complex"])
+def test_jax_grad_is_inverse_rotation(jax_x64, spec, form):
+    jnp = jax_x64.numpy
+    x_np, g_np = _data(spec, 3)
+    x, g = jnp.asarray(x_np), jnp.asarray(g_np)
+    assert x.dtype == jnp.float64
+
+    def loss(t):
+        return jnp.sum(rr.apply_rope(t, spec, offset=OFFSET, form=form) * g)
+
+    grad = jax_x64.grad(loss)(x)
+    assert grad.dtype == jnp.float64
+    assert max_abs(grad, rr.apply_rope(g, spec, offset=OFFSET, inverse=True)) <= TOL
+    assert max_abs(grad, _transpose_rotation(g_np, spec)) <= TOL
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_jax_jit_grad(jax_x64, spec):
+    jnp = jax_x64.numpy
+    x_np, g_np = _data(spec, 4)
+    g = jnp.asarray(g_np)
+    grad = jax_x64.jit(jax_x64.grad(lambda t: jnp.sum(rr.apply_rope(t, spec, offset=OFFSET) * g)))
+    assert max_abs(host(grad(jnp.asarray(x_np))), _transpose_rotation(g_np, spec)) <= TOL

@@ -1,0 +1,255 @@
+"""Bad input: a TypeError or ValueError that names the parameter and the value received."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"head_dim": 8.0}, TypeError, "`head_dim` must be an integer; got 8.0."),
+        ({"head_dim": True}, TypeError, "`head_dim` must be an integer; got True."),
+        ({"head_dim": 0}, ValueError, "`head_dim` must be at least 1; got 0."),
+        ({"head_dim": 8, "rotary_dim": 7}, ValueError, "`rotary_dim` must be even; got 7."),
+        ({"head_dim": 7}, ValueError, "`rotary_dim` must be even; got 7 (the default"),
+        (
+            {"head_dim": 8, "rotary_dim": 10},
+            ValueError,
+            "`rotary_dim` must not exceed head_dim - rotary_start (8); got 10.",
+        ),
+        (
+            {"head_dim": 8, "rotary_start": 4, "rotary_dim": 6},
+            ValueError,
+            "`rotary_dim` must not exceed head_dim - rotary_start (4); got 6.",
+        ),
+        ({"head_dim": 8, "rotary_start": -1}, ValueError, "`rotary_start` must be at least 0"),
+        ({"head_dim": 8, "rotary_start": 8}, ValueError, "`rotary_start` must be less than"),
+        ({"head_dim": 8, "base": 1.0}, ValueError, "`base` must be greater than 1; got 1.0."),
+        ({"head_dim": 8, "base": float("nan")}, ValueError, "`base` must be finite; got nan."),
+        ({"head_dim": 8, "base": "1e4"}, TypeError, "`base` must be a real number; got '1e4'."),
+        (
+            {"head_dim": 8, "layout": "neox"},
+            ValueError,
+            "`layout` must be one of 'half', 'interleaved'; got 'neox'.",
+        ),
+        (
+            {"head_dim": 8, "freqs": [1.0, 0.5]},
+            ValueError,
+            "`freqs` must have one entry per pair (4); got shape (2,).",
+        ),
+        ({"head_dim": 4, "freqs": [1.0, -0.5]}, ValueError, "`freqs` must be non-negative"),
+        ({"head_dim": 4, "freqs": [1.0, float("inf")]}, ValueError, "`freqs` must be finite"),
+        (
+            {"head_dim": 4, "freqs": [1.0, 0.5], "base": 500.0},
+            ValueError,
+            "`freqs` replaces `base` and `scaling`",
+        ),
+        (
+            {"head_dim": 8, "sections": (1, 2)},
+            ValueError,
+            "`sections` must sum to n_pairs = rotary_dim // 2 (4); got (1, 2) (sum 3).",
+        ),
+        ({"head_dim": 8, "sections": (2, 0, 2)}, ValueError, "`sections` must be at least 1"),
+        ({"head_dim": 8, "sections": 4}, TypeError, "`sections` must be a sequence"),
+        (
+            {"head_dim": 12, "sections": (1, 1, 4), "section_order": "interleaved"},
+            ValueError,
+            "`sections` must fit the interleaved order",
+        ),
+        (
+            {"head_dim": 8, "section_order": "zigzag"},
+            ValueError,
+            "`section_order` must be one of 'chunked', 'interleaved'; got 'zigzag'.",
+        ),
+        ({"head_dim": 8, "scaling": 2.0}, TypeError, "`scaling` must be a scaling rule"),
+        ({"head_dim": 8, "xpos": 512.0}, TypeError, "`xpos` must be an xPos rule"),
+    ],
+)
+def test_spec_rejects_bad_fields(kwargs, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        rr.RopeSpec(**kwargs)
+
+
+def test_spec_is_frozen_and_hashable():
+    spec = rr.RopeSpec(head_dim=8, freqs=np.array([1.0, 0.5, 0.25, 0.125]), sections=[2, 2])
+    assert spec.freqs == (1.0, 0.5, 0.25, 0.125)
+    assert spec.sections == (2, 2)
+    assert hash(spec) == hash(rr.RopeSpec(head_dim=8, freqs=(1, 0.5, 0.25, 0.125), sections=(2, 2)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.base = 2.0  # type: ignore[misc]
+
+
+X = np.ones((3, 8))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: rr.apply_rope([[1.0, 2.0]]), TypeError, "`x` must be an array; got list."),
+        (
+            lambda: rr.apply_rope(np.ones((3, 8), dtype=np.int64)),
+            TypeError,
+            "`x` must have a real floating dtype; got int64.",
+        ),
+        (
+            lambda: rr.apply_rope(np.ones((3, 8), dtype=bool)),
+            TypeError,
+            "`x` must have a real floating dtype; got bool.",
+        ),
+        (
+            lambda: rr.apply_rope(np.ones((3, 8), dtype=np.complex128)),
+            TypeError,
+            "`x` must have a real floating dtype; got complex128.",
+        ),
+        (lambda: rr.apply_rope(np.float64(1.0)), ValueError, "`x` must have a feature axis"),
+        (
+            lambda: rr.apply_rope(X, rr.RopeSpec(head_dim=4)),
+            ValueError,
+            "`x` must have spec.head_dim = 4 features on its last axis; got shape (3, 8).",
+        ),
+        (lambda: rr.apply_rope(X, {"head_dim": 8}), TypeError, "`spec` must be a RopeSpec"),
+        (
+            lambda: rr.apply_rope(X, None, [0.0, np.nan, 1.0]),
+            ValueError,
+            "`positions` must be finite",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, np.array([True, False, True])),
+            TypeError,
+            "`positions` must have an integer or real floating dtype; got bool.",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, ["a", "b", "c"]),
+            TypeError,
+            "`positions` must hold integer or real numbers",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, [0, 1]),
+            ValueError,
+            "`positions` must broadcast to x.shape[:-1] = (3,)",
+        ),
+        (lambda: rr.apply_rope(X, offset=np.inf), ValueError, "`offset` must be finite; got inf."),
+        (lambda: rr.apply_rope(X, offset="3"), TypeError, "`offset` must be a real number"),
+        (
+            lambda: rr.apply_rope(X, seq_axis=-1),
+            ValueError,
+            "`seq_axis` must name an axis of x other than the last",
+        ),
+        (lambda: rr.apply_rope(X, seq_axis=2), ValueError, "`seq_axis` must name an axis"),
+        (lambda: rr.apply_rope(X, seq_axis=0.0), TypeError, "`seq_axis` must be an integer"),
+        (lambda: rr.apply_rope(np.ones(8)), ValueError, "`x` must have a sequence axis"),
+        (
+            lambda: rr.apply_rope(X, form="polar"),
+            ValueError,
+            "`form` must be one of 'rotate_half', 'complex', 'matrix'; got 'polar'.",
+        ),
+        (
+            lambda: rr.apply_rope(X, backend="triton"),
+            ValueError,
+            "`backend` must be one of 'reference', 'numba', 'cupy', 'auto'; got 'triton'.",
+        ),
+        (lambda: rr.apply_rope(X, inverse=1), TypeError, "`inverse` must be True or False"),
+        (
+            lambda: rr.apply_rope(X, out=np.empty_like(X)),
+            ValueError,
+            "`out` is supported by the kernel backends",
+        ),
+        (lambda: rr.apply_rope(X, seq_len=0), ValueError, "`seq_len` must be positive; got 0.0."),
+        (
+            lambda: rr.apply_rope(X, role="value"),
+            ValueError,
+            "`role` must be one of 'query', 'key'; got 'value'.",
+        ),
+        (
+            lambda: rr.apply_rope(X, rr.RopeSpec(head_dim=8, sections=(2, 2)), [1, 2, 3]),
+            ValueError,
+            "`positions` must have a trailing axis of length 2",
+        ),
+        (lambda: rr.apply_rope_qk(X, np.ones((3, 4))), ValueError, "`k` must have head_dim = 8"),
+        (
+            lambda: rr.apply_rope_qk(np.ones((5, 8)), X),
+            ValueError,
+            "`q` must not have more tokens than `k`",
+        ),
+        (lambda: rr.inv_freq("spec"), TypeError, "`spec` must be a RopeSpec; got str."),
+        (
+            lambda: rr.rope_angles(rr.RopeSpec(head_dim=8), [1.0, np.inf]),
+            ValueError,
+            "`positions` must be finite",
+        ),
+        (
+            lambda: rr.rotation_matrix(rr.RopeSpec(head_dim=8), [1.0, 2.0]),
+            ValueError,
+            "`position` must be a single position",
+        ),
+        (lambda: rr.convert_layout(X, src="neox"), ValueError, "`src` must be one of"),
+        (
+            lambda: rr.permute_weights(np.ones((12, 4)), n_heads=5),
+            ValueError,
+            "`w` must be (n_heads * head_dim, in_features)",
+        ),
+        (
+            lambda: rr.permute_weights(np.ones((12, 4)), n_heads=0),
+            ValueError,
+            "`n_heads` must be at least 1; got 0.",
+        ),
+        (
+            lambda: rr.permute_weights(np.ones((12, 4)), n_heads=2, spec=rr.RopeSpec(head_dim=4)),
+            ValueError,
+            "`spec` must be a RopeSpec with head_dim = w.shape[0] // n_heads = 6",
+        ),
+        (lambda: rr.sinusoidal_embedding([1, 2], 5), ValueError, "`dim` must be even; got 5."),
+    ],
+)
+def test_bad_arguments_name_the_parameter(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+def test_positions_from_another_namespace_are_refused():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=re.escape("`positions` must be in the namespace of `x`")):
+        rr.apply_rope(np.ones((3, 8)), None, torch.arange(3))
+
+
+def test_numpy_positions_are_accepted_with_any_namespace():
+    torch = pytest.importorskip("torch")
+    y = rr.apply_rope(torch.ones(3, 8, dtype=torch.float64), None, np.arange(3))
+    assert isinstance(y, torch.Tensor)
+
+
+def test_missing_kernel_backend_names_what_to_install():
+    reasons = rr.available_backends()
+    for name in ("numba", "cupy"):
+        if reasons[name] is None:
+            continue
+        with pytest.raises(ModuleNotFoundError, match=f"backend='{name}' is not available"):
+            rr.apply_rope(X, backend=name)
+
+
+def test_kernel_backends_refuse_other_forms():
+    if rr.available_backends()["numba"] is not None:
+        pytest.skip("the numba backend is not available here")
+    with pytest.raises(ValueError, match="`form` applies to backend='reference' only"):
+        rr.apply_rope(X, form="complex", backend="numba")
+
+
+def test_bad_scaling_rule_output_is_caught():
+    @dataclasses.dataclass(frozen=True)
+    class Broken:
+        def inv_freq(self, inv_freq, *, base, rotary_dim, seq_len):
+            return inv_freq[:-1]
+
+        def attention_factor(self, *, seq_len):
+            return 1.0
+
+    spec = rr.RopeSpec(head_dim=8, scaling=Broken())
+    with pytest.raises(ValueError, match=re.escape("`spec.scaling` must give 4 finite inverse")):
+        rr.inv_freq(spec)
