@@ -5,19 +5,27 @@ from __future__ import annotations
 import array_api_compat
 
 from rope_ref import _reference
-from rope_ref._compat import array_namespace, compute_dtype, device, is_lazy
+from rope_ref._compat import (
+    array_namespace,
+    device,
+    has_float64,
+    host_namespace,
+    is_array,
+    to_numpy,
+)
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
-from rope_ref._frequencies import tables
+from rope_ref._frequencies import max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
     check_offset,
     default_positions,
     lay_out,
     normalize_seq_axis,
+    shift,
 )
 from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
-from rope_ref._validation import check_choice
+from rope_ref._validation import check_axis, check_choice
 
 __all__ = ["apply_rope", "apply_rope_qk"]
 
@@ -56,7 +64,10 @@ def apply_rope(
     seq_axis : int, default -2
         Axis of `x` that indexes tokens; used when `positions` is None or 1-D.
     inverse : bool, default False
-        Rotate by the negative angles (undo the embedding; the transpose of R).
+        Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
+        is what a backward pass applies to gradients. With an attention factor or xPos
+        scale :math:`a \ne 1` the transpose keeps the scale, :math:`(aR)^\top = aR^\top`,
+        as flash-attn's ``conjugate`` and vLLM's ``inverse`` do.
     seq_len : float, optional
         Sequence length for length-dependent scalings; defaults to ``max(positions) + 1``.
         A KV cache needs it explicitly, so that cached keys and new queries share one set
@@ -188,24 +199,19 @@ def apply_rope_qk(
     if k.shape[-1] != spec.head_dim:
         msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
         raise ValueError(msg)
-    if positions is None and k_positions is None:
-        q_axis = normalize_seq_axis(seq_axis, q.ndim)
-        k_axis = normalize_seq_axis(seq_axis, k.ndim)
-        k_len, q_len = k.shape[k_axis], q.shape[q_axis]
-        if q_len > k_len:
-            msg = (
-                f"`q` must not have more tokens than `k` when positions are omitted "
-                f"(queries are the newest keys); got {q_len} > {k_len}."
+    if positions is None:
+        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim)]
+        if k_positions is None:
+            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim)]
+            k_positions = default_positions(
+                k_len, check_offset(offset), xp=xp, dev=device(k), n_axes=spec.position_axes
             )
-            raise ValueError(msg)
-        dev = device(k)
-        k_positions = default_positions(k_len, offset, xp=xp, dev=dev, n_axes=spec.position_axes)
-        positions = k_positions[k_len - q_len :, ...]
-        offset = 0
+            offset = 0
+        positions = _newest(k_positions, q_len, spec, xp=xp, dev=device(k))
     elif k_positions is None:
         k_positions = positions
-    if seq_len is None and spec.scaling is not None:
-        seq_len = _joint_seq_len(spec, positions, k_positions, offset, xp)
+    if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
+        seq_len = _joint_seq_len(spec, positions, k_positions, offset)
     q_role: Role | None = "query" if spec.xpos is not None else None
     k_role: Role | None = "key" if spec.xpos is not None else None
     q_rot = apply_rope(
@@ -280,38 +286,54 @@ def _tables_for(
     role: Role | None,
     xp: ArrayNamespace,
 ) -> tuple[Array, Array]:
-    """Validated positions laid out against x, then float64 cos/sin of the grid."""
+    """Validated positions laid out against x, then float64 cos/sin of the grid.
+
+    Where x's namespace or device has no float64, positions stay on the host (NumPy int64 /
+    float64) and only the finished tables move, rounded once to float32.
+    """
     offset = check_offset(offset)
+    seq_axis = check_axis("seq_axis", seq_axis)
     dev = device(x)
+    on_host = not has_float64(xp, dev)
+    pxp, pdev = (host_namespace(), None) if on_host else (xp, dev)
     axis: int | None
     if positions is None:
         axis = normalize_seq_axis(seq_axis, x.ndim)
-        p = default_positions(x.shape[axis], offset, xp=xp, dev=dev, n_axes=spec.position_axes)
+        p = default_positions(x.shape[axis], offset, xp=pxp, dev=pdev, n_axes=spec.position_axes)
     else:
-        p = _shift(as_positions(positions, xp=xp, dev=dev, n_axes=spec.position_axes), offset, xp)
+        if on_host and is_array(positions) and array_namespace(positions) is xp:
+            positions = to_numpy(positions)
+        p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
+        p = shift(p, offset, pxp)
         is_1d = p.ndim == (1 if spec.sections is None else 2)
         axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
-    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=xp)
-    return tables(spec, p, xp=xp, seq_len=seq_len, role=role)
+    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp)
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    return move_tables(cos, sin, xp=xp, dev=dev) if on_host else (cos, sin)
 
 
-def _shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
-    if offset == 0:
-        return p
-    if xp.isdtype(p.dtype, "integral") and float(offset).is_integer():
-        return p + int(offset)
-    return xp.astype(p, compute_dtype(xp, device(p))) + float(offset)
+def _newest(
+    k_positions: Array, q_len: int, spec: RopeSpec, *, xp: ArrayNamespace, dev: object
+) -> Array:
+    """The last `q_len` key positions along the last grid axis: the queries' positions."""
+    p = as_positions(k_positions, xp=xp, dev=dev, n_axes=spec.position_axes)
+    grid_ndim = p.ndim - (0 if spec.sections is None else 1)
+    if grid_ndim == 0 or p.shape[grid_ndim - 1] < q_len:
+        msg = (
+            f"`q` must not have more tokens ({q_len}) than there are key positions when "
+            f"query positions are omitted; got key positions of shape {tuple(p.shape)}."
+        )
+        raise ValueError(msg)
+    start = p.shape[grid_ndim - 1] - q_len
+    index = (slice(None),) * (grid_ndim - 1) + (slice(start, None),)
+    return p[index]
 
 
-def _joint_seq_len(
-    spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float, xp: ArrayNamespace
-) -> float | None:
-    p_q = as_positions(q_pos, xp=xp, n_axes=spec.position_axes)
-    p_k = as_positions(k_pos, xp=xp, n_axes=spec.position_axes)
-    if is_lazy(p_q) and not array_api_compat.is_dask_array(p_q):
-        return None
-    top = max(float(xp.max(p_q)) if p_q.size else 0.0, float(xp.max(p_k)) if p_k.size else 0.0)
-    return top + float(offset) + 1.0
+def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) -> float:
+    """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
+    arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
+    tops = [max_plus_one(p, array_namespace(p)) for p in arrays]
+    return max(tops) + float(check_offset(offset))
 
 
 def _rotate(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import array_api_compat
 import numpy as np
 
 from rope_ref._typing import Array, ArrayNamespace
 
 __all__ = [
+    "all_finite",
     "array_namespace",
     "compute_dtype",
     "device",
     "has_float64",
+    "host_namespace",
     "is_array",
     "is_lazy",
     "is_numpy_namespace",
@@ -46,16 +50,45 @@ def is_numpy_namespace(xp: ArrayNamespace) -> bool:
     return bool(array_api_compat.is_numpy_namespace(xp))
 
 
+_FLOAT64_SUPPORT: dict[tuple[int, object], bool] = {}
+
+
 def has_float64(xp: ArrayNamespace, dev: object) -> bool:
-    """Whether namespace `xp` supports float64 on device `dev`."""
-    info = getattr(xp, "__array_namespace_info__", None)
-    if info is None:
+    """Whether namespace `xp` supports float64 on device `dev` (cached per namespace/device)."""
+    try:
+        return _FLOAT64_SUPPORT[id(xp), dev]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable device
+        pass
+    try:
+        info = xp.__array_namespace_info__()
+    except (AttributeError, RuntimeError):  # no inspection API (older standard versions)
         return True
     try:
-        kinds = info().dtypes(device=dev, kind="real floating")
-    except TypeError:  # a namespace whose info does not take device=
-        kinds = info().dtypes(kind="real floating")
-    return "float64" in kinds
+        kinds = info.dtypes(device=dev, kind="real floating")
+    except TypeError:  # an info object whose dtypes() does not take device=
+        kinds = info.dtypes(kind="real floating")
+    supported = "float64" in kinds
+    with contextlib.suppress(TypeError):  # an unhashable device is simply not cached
+        _FLOAT64_SUPPORT[id(xp), dev] = supported
+    return supported
+
+
+def host_namespace() -> ArrayNamespace:
+    """The NumPy namespace, where float64 tables are built when a device lacks float64."""
+    return array_api_compat.array_namespace(np.empty(0))
+
+
+def all_finite(a: Array, xp: ArrayNamespace) -> bool | None:
+    """Whether every value of `a` is finite; None when values cannot be read now.
+
+    Dask arrays stay lazy (None); JAX tracers and PyTorch meta tensors have no values.
+    """
+    if array_api_compat.is_dask_array(a):
+        return None
+    try:
+        return bool(xp.all(xp.isfinite(a)))
+    except Exception:  # a traced or meta array: nothing to read
+        return None
 
 
 def compute_dtype(xp: ArrayNamespace, dev: object) -> object:

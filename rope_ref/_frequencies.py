@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import decimal
 import functools
+import math
 
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._compat import array_namespace, compute_dtype, device, has_float64, to_numpy
+from rope_ref._compat import array_namespace, device, has_float64, host_namespace, to_numpy
 from rope_ref._positions import as_positions
 from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import ROLES, Array, ArrayNamespace, Role
@@ -17,6 +18,8 @@ from rope_ref._validation import check_choice, check_real
 __all__ = [
     "attention_factor",
     "inv_freq",
+    "max_plus_one",
+    "move_tables",
     "pair_axes",
     "rope_angles",
     "rope_cos_sin",
@@ -166,7 +169,7 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
     """
     xp, dev, p = _positions_namespace(positions, spec)
     if not has_float64(xp, dev):
-        xp, dev, p = _positions_namespace(to_numpy(p), spec)
+        xp, p = host_namespace(), to_numpy(p)
     p = xp.astype(p, xp.float64)
     theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, xp))
     return _angles(spec, p, theta, xp=xp)
@@ -211,7 +214,11 @@ def rope_cos_sin(
     ([[1.0]], [[0.0]])
     """
     xp, dev, p = _positions_namespace(positions, spec)
-    out_dtype = compute_dtype(xp, dev) if dtype is None else dtype
+    if not has_float64(xp, dev):
+        host = host_namespace()
+        cos, sin = tables(spec, to_numpy(p), xp=host, seq_len=seq_len, role=role)
+        return move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
+    out_dtype = xp.float64 if dtype is None else dtype
     cos, sin = tables(spec, p, xp=xp, seq_len=seq_len, role=role)
     return xp.astype(cos, out_dtype), xp.astype(sin, out_dtype)
 
@@ -224,19 +231,10 @@ def tables(
     seq_len: float | None,
     role: Role | None,
 ) -> tuple[Array, Array]:
-    """Float64 cos/sin for validated `positions` of namespace `xp` (host NumPy if needed).
+    """Float64 cos/sin, attention factor and xPos scale applied, of validated `positions`.
 
-    The result is in `xp` on the device of `positions`; where that device has no float64
-    the tables are built with NumPy float64 and moved once, as float32.
+    `xp` must support float64 on the device of `positions` (see `host_tables`).
     """
-    dev = device(positions)
-    if not has_float64(xp, dev):
-        host = to_numpy(positions)
-        cos, sin = tables(spec, host, xp=array_namespace(host), seq_len=seq_len, role=role)
-        return (
-            xp.asarray(cos.astype(np.float32), device=dev),
-            xp.asarray(sin.astype(np.float32), device=dev),
-        )
     p = xp.astype(positions, xp.float64)
     seq_len = _resolve_seq_len(spec, p, seq_len, xp)
     angles = _angles(spec, p, inv_freq(spec, seq_len), xp=xp)
@@ -250,6 +248,17 @@ def tables(
         return cos, sin
     scale = _xpos_scale(spec, p, seq_len, role, xp=xp)
     return cos * scale, sin * scale
+
+
+def move_tables(
+    cos: Array, sin: Array, *, xp: ArrayNamespace, dev: object, dtype: object = None
+) -> tuple[Array, Array]:
+    """Move host float64 tables to `xp` on `dev`, rounding once to `dtype` (float32)."""
+    target = xp.float32 if dtype is None else dtype
+    return (
+        xp.asarray(np.asarray(cos, dtype=np.float64), device=dev, dtype=target),
+        xp.asarray(np.asarray(sin, dtype=np.float64), device=dev, dtype=target),
+    )
 
 
 def _angles(spec: RopeSpec, p: Array, theta: NDArray[np.float64], *, xp: ArrayNamespace) -> Array:
@@ -270,7 +279,7 @@ def _xpos_scale(
         raise ValueError(msg)
     role = check_choice("role", role, ROLES)
     if seq_len is None:
-        seq_len = _max_plus_one(p, xp)
+        seq_len = max_plus_one(p, xp)
     if spec.sections is not None:
         p = p[..., 0]
     log_zeta = xp.asarray(np.log(xpos.zeta(spec._rotary_dim)), device=device(p))
@@ -285,14 +294,14 @@ def _resolve_seq_len(
     seq_len = _check_seq_len(seq_len)
     if seq_len is not None or spec.scaling is None:
         return seq_len
-    return _max_plus_one(p, xp)
+    return max_plus_one(p, xp)
 
 
-def _max_plus_one(p: Array, xp: ArrayNamespace) -> float:
-    if p.size == 0:
+def max_plus_one(p: Array, xp: ArrayNamespace) -> float:
+    if math.prod(p.shape) == 0:
         return 1.0
     try:
-        return float(to_numpy(xp.max(p))) + 1.0
+        return float(xp.max(p)) + 1.0
     except Exception as err:  # a traced (jit/grad) array has no value to read
         msg = (
             "`seq_len` must be given explicitly when positions cannot be read "

@@ -23,6 +23,7 @@ def feature_order(spec: RopeSpec, src: Layout, dst: Layout) -> list[int]:
     >>> rr.feature_order(rr.RopeSpec(head_dim=6), "interleaved", "half")
     [0, 2, 4, 1, 3, 5]
     """
+    spec = check_spec(spec)
     src = check_choice("src", src, LAYOUTS)
     dst = check_choice("dst", dst, LAYOUTS)
     n, start = spec.n_pairs, spec.rotary_start

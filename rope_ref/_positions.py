@@ -7,10 +7,18 @@ import math
 import array_api_compat
 import numpy as np
 
-from rope_ref._compat import array_namespace, is_array, is_lazy
+from rope_ref._compat import all_finite, array_namespace, compute_dtype, device, is_array
 from rope_ref._typing import Array, ArrayNamespace
+from rope_ref._validation import check_axis
 
-__all__ = ["as_positions", "default_positions", "lay_out", "normalize_seq_axis"]
+__all__ = [
+    "as_positions",
+    "check_offset",
+    "default_positions",
+    "lay_out",
+    "normalize_seq_axis",
+    "shift",
+]
 
 
 def as_positions(
@@ -50,11 +58,7 @@ def as_positions(
             f"got shape {tuple(p.shape)}."
         )
         raise ValueError(msg)
-    if (
-        pxp.isdtype(p.dtype, "real floating")
-        and not is_lazy(p)
-        and not bool(pxp.all(pxp.isfinite(p)))
-    ):
+    if pxp.isdtype(p.dtype, "real floating") and all_finite(p, pxp) is False:
         msg = f"`{name}` must be finite; got an array containing NaN or infinity."
         raise ValueError(msg)
     return p
@@ -74,9 +78,7 @@ def _from_python(positions: object, name: str) -> np.ndarray:
 
 def normalize_seq_axis(seq_axis: object, ndim: int) -> int:
     """Return `seq_axis` as a non-negative axis of ``x.shape[:-1]`` or raise."""
-    if isinstance(seq_axis, bool) or not isinstance(seq_axis, int):
-        msg = f"`seq_axis` must be an integer; got {seq_axis!r}."
-        raise TypeError(msg)
+    seq_axis = check_axis("seq_axis", seq_axis)
     if ndim < 2:
         msg = f"`x` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
         raise ValueError(msg)
@@ -90,10 +92,21 @@ def normalize_seq_axis(seq_axis: object, ndim: int) -> int:
 
 
 def default_positions(
-    length: int, offset: float, *, xp: ArrayNamespace, dev: object, n_axes: int | None = None
+    length: int | float,
+    offset: float,
+    *,
+    xp: ArrayNamespace,
+    dev: object,
+    n_axes: int | None = None,
 ) -> Array:
     """``offset + arange(length)`` (integers when `offset` is), repeated per axis if any."""
-    if float(offset).is_integer() and abs(offset) < 2**53:
+    if not isinstance(length, int):  # Dask arrays with unknown chunk sizes have NaN here
+        msg = (
+            f"`x` must have a known length along seq_axis; got {length!r} "
+            "(for Dask, call x.compute_chunk_sizes() first)."
+        )
+        raise ValueError(msg)
+    if float(offset).is_integer() and abs(offset) < 2**62:
         p = xp.arange(length, dtype=xp.int64, device=dev) + int(offset)
     else:
         p = xp.arange(length, dtype=xp.float64, device=dev) + offset
@@ -138,7 +151,20 @@ def check_offset(offset: object) -> float:
     if isinstance(offset, bool) or not isinstance(offset, int | float | np.integer | np.floating):
         msg = f"`offset` must be a real number; got {offset!r}."
         raise TypeError(msg)
-    if not math.isfinite(offset):
+    try:
+        finite = math.isfinite(offset)
+    except OverflowError:  # an int beyond float range
+        finite = False
+    if not finite:
         msg = f"`offset` must be finite; got {offset!r}."
         raise ValueError(msg)
     return int(offset) if isinstance(offset, int | np.integer) else float(offset)
+
+
+def shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
+    """``p + offset`` without wrap-around: integers are promoted to int64 (or float64)."""
+    if offset == 0:
+        return p
+    if xp.isdtype(p.dtype, "integral") and float(offset).is_integer() and abs(offset) < 2**62:
+        return xp.astype(p, xp.int64) + int(offset)
+    return xp.astype(p, compute_dtype(xp, device(p))) + float(offset)

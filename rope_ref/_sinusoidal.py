@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rope_ref._compat import array_namespace, compute_dtype, device
+from rope_ref._compat import array_namespace, device, has_float64, to_numpy
 from rope_ref._positions import as_positions
 from rope_ref._typing import Array
 from rope_ref._validation import check_int, check_real
@@ -47,9 +47,11 @@ def sinusoidal_embedding(positions: Array, /, dim: int, *, base: float = 10000.0
         msg = f"`base` must be greater than 1; got {base!r}."
         raise ValueError(msg)
     p = as_positions(positions)
-    xp = array_namespace(p)
-    dtype = compute_dtype(xp, device(p))
-    exponents = xp.arange(0, dim, 2, dtype=dtype, device=device(p)) / dim
-    angles = xp.astype(p, dtype)[..., None] * (base**-exponents)
+    xp, dev = array_namespace(p), device(p)
+    if not has_float64(xp, dev):  # build on the host in float64, round once to float32
+        host = sinusoidal_embedding(to_numpy(p), dim, base=base)
+        return xp.asarray(host, dtype=xp.float32, device=dev)
+    exponents = xp.arange(0, dim, 2, dtype=xp.float64, device=dev) / dim
+    angles = xp.astype(p, xp.float64)[..., None] * (base**-exponents)
     stacked = xp.stack([xp.sin(angles), xp.cos(angles)], axis=-1)
     return xp.reshape(stacked, (*angles.shape[:-1], dim))

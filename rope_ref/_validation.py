@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["check_choice", "check_int", "check_real"]
+__all__ = ["check_axis", "check_choice", "check_int", "check_real"]
 
 T = TypeVar("T", bound=str)
 
@@ -29,11 +30,26 @@ def check_real(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         msg = f"`{name}` must be a real number; got {value!r}."
         raise TypeError(msg)
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        result = math.inf
     if not math.isfinite(result):
         msg = f"`{name}` must be finite; got {result!r}."
         raise ValueError(msg)
     return result
+
+
+def check_axis(name: str, value: object) -> int:
+    """Return `value` as an int axis (NumPy integers too), or raise TypeError naming it."""
+    if isinstance(value, bool):
+        msg = f"`{name}` must be an integer; got {value!r}."
+        raise TypeError(msg)
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        msg = f"`{name}` must be an integer; got {value!r}."
+        raise TypeError(msg) from None
 
 
 def check_choice(name: str, value: object, choices: Sequence[T]) -> T:

@@ -176,7 +176,7 @@ X = np.ones((3, 8))
         (
             lambda: rr.apply_rope_qk(np.ones((5, 8)), X),
             ValueError,
-            "`q` must not have more tokens than `k`",
+            "`q` must not have more tokens (5) than there are key positions",
         ),
         (lambda: rr.inv_freq("spec"), TypeError, "`spec` must be a RopeSpec; got str."),
         (

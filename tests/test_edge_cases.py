@@ -1,0 +1,179 @@
+"""Edge cases: namespaces without float64, overflow, lazy and traced arrays, odd arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from tests._helpers import host
+
+
+@dataclasses.dataclass(frozen=True)
+class ShrinkWithLength:
+    def inv_freq(self, inv_freq, *, base, rotary_dim, seq_len):
+        return inv_freq * (16.0 / max(seq_len, 16.0))
+
+    def attention_factor(self, *, seq_len):
+        return 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class CentredXPos:
+    scale_base: float = 64.0
+
+    def zeta(self, rotary_dim):
+        return (np.arange(0, rotary_dim, 2) + 0.4 * rotary_dim) / (1.4 * rotary_dim)
+
+    def center(self, seq_len):
+        return float(seq_len // 2)
+
+
+def test_apply_rope_qk_joint_seq_len_on_every_namespace(xp):
+    spec = rr.RopeSpec(head_dim=8, scaling=ShrinkWithLength())
+    rng = np.random.default_rng(5)
+    q_np, k_np = rng.standard_normal((4, 8)), rng.standard_normal((40, 8))
+    q_rot, _ = rr.apply_rope_qk(
+        xp.asarray(q_np),
+        xp.asarray(k_np),
+        spec,
+        xp.asarray(range(4)),
+        k_positions=xp.asarray(range(40)),
+    )
+    expected = rr.apply_rope(q_np, spec, np.arange(4), seq_len=40)  # seq_len of the keys
+    np.testing.assert_allclose(host(q_rot), expected, rtol=0, atol=1e-14)
+
+
+def test_apply_rope_qk_xpos_shares_the_centre():
+    spec = rr.RopeSpec(head_dim=8, xpos=CentredXPos())
+    q, k = np.ones((4, 8)), np.ones((40, 8))
+    q_rot, k_rot = rr.apply_rope_qk(q, k, spec, np.arange(4), k_positions=np.arange(40))
+    q_ref, k_ref = rr.apply_rope_qk(q, k, spec, np.arange(4), k_positions=np.arange(40), seq_len=40)
+    np.testing.assert_array_equal(q_rot, q_ref)
+    np.testing.assert_array_equal(k_rot, k_ref)
+
+
+def test_apply_rope_qk_queries_default_to_the_newest_key_positions():
+    q, k = np.ones((2, 3, 8)), np.ones((2, 10, 8))
+    ids = np.arange(20).reshape(2, 10) * 7  # per-batch key positions
+    q_rot, _ = rr.apply_rope_qk(q, k, None, k_positions=ids)
+    np.testing.assert_array_equal(q_rot, rr.apply_rope(q, None, ids[:, 7:]))
+
+
+def test_inverse_is_the_transpose_with_an_attention_factor():
+    spec = rr.RopeSpec(head_dim=8, scaling=ShrinkWithLength())
+    x = np.random.default_rng(6).standard_normal((5, 8))
+    back = rr.apply_rope(rr.apply_rope(x, spec, seq_len=64), spec, inverse=True, seq_len=64)
+    np.testing.assert_allclose(back, 1.25**2 * x, rtol=1e-14, atol=1e-15)  # (aR)^T (aR) = a^2
+
+
+def test_namespace_without_float64_builds_tables_on_the_host():
+    # JAX without x64 has no float64: positions and offset must not pass through float32.
+    pytest.importorskip("jax")
+    code = """
+import json, numpy as np, jax.numpy as jnp, rope_ref as rr
+x = jnp.ones((4, 8), dtype=jnp.float32)
+pos = np.array([0.3, 1e7 + 0.3, 2.0**31 + 1, 123.0])
+out = {
+    "given": np.asarray(rr.apply_rope(x, None, pos)).tolist(),
+    "offset": np.asarray(rr.apply_rope(x, offset=2**31 + 0.25)).tolist(),
+    "dtype": str(rr.apply_rope(x).dtype),
+    "sinusoidal": np.asarray(rr.sinusoidal_embedding(jnp.asarray([3, 4]), 4)).tolist(),
+}
+print(json.dumps(out))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    out = json.loads(result.stdout)
+    assert out["dtype"] == "float32"
+    x = np.ones((4, 8))
+    truth_given = rr.apply_rope(x, None, np.array([0.3, 1e7 + 0.3, 2.0**31 + 1, 123.0]))
+    truth_offset = rr.apply_rope(x, offset=2**31 + 0.25)
+    eps32 = float(np.finfo(np.float32).eps)
+    np.testing.assert_allclose(out["given"], truth_given, rtol=0, atol=2 * eps32)
+    np.testing.assert_allclose(out["offset"], truth_offset, rtol=0, atol=2 * eps32)
+    np.testing.assert_allclose(out["sinusoidal"], rr.sinusoidal_embedding([3, 4], 4), atol=eps32)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int16])
+def test_integer_positions_plus_offset_do_not_wrap(dtype):
+    info = np.iinfo(dtype)
+    pos = np.array([info.max - 1, info.max], dtype=dtype)
+    x = np.ones((2, 4))
+    for offset in (10, -10, 2**40):
+        expected = rr.apply_rope(x, None, pos.astype(np.float64) + offset)
+        np.testing.assert_array_equal(rr.apply_rope(x, None, pos, offset=offset), expected)
+
+
+def test_nan_positions_are_refused_on_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(ValueError, match=re.escape("`positions` must be finite")):
+        rr.apply_rope(jnp.ones((2, 4), dtype=jnp.float32), None, jnp.asarray([0.0, jnp.nan]))
+
+
+def test_empty_torch_positions_with_a_scaling_rule():
+    torch = pytest.importorskip("torch")
+    spec = rr.RopeSpec(head_dim=8, scaling=ShrinkWithLength())
+    q = torch.zeros(0, 8, dtype=torch.float64)
+    assert tuple(rr.apply_rope(q, spec).shape) == (0, 8)
+    q_rot, k_rot = rr.apply_rope_qk(q, q, spec)
+    assert tuple(q_rot.shape) == tuple(k_rot.shape) == (0, 8)
+
+
+def test_seq_axis_takes_numpy_integers_and_is_always_validated():
+    x = np.ones((2, 3, 8))
+    np.testing.assert_array_equal(rr.apply_rope(x, seq_axis=np.int64(1)), rr.apply_rope(x))
+    with pytest.raises(TypeError, match="`seq_axis` must be an integer; got 'foo'."):
+        rr.apply_rope(x, None, np.zeros((2, 3)), seq_axis="foo")
+
+
+def test_dask_with_unknown_chunks_names_the_problem():
+    da = pytest.importorskip("dask.array")
+    x = da.ones((6, 8), chunks=(3, 8))
+    x = x[x[:, 0] > 0]  # boolean mask: the length is unknown (NaN) until computed
+    with pytest.raises(ValueError, match=re.escape("`x` must have a known length along")):
+        rr.apply_rope(x)
+
+
+def test_huge_integers_are_value_errors():
+    with pytest.raises(ValueError, match=re.escape("`base` must be finite")):
+        rr.RopeSpec(head_dim=8, base=10**400)
+    for field in ("offset", "seq_len"):
+        with pytest.raises(ValueError, match=re.escape(f"`{field}` must be finite")):
+            rr.apply_rope(np.ones((2, 8)), **{field: 10**400})
+
+
+def test_feature_order_checks_its_spec():
+    with pytest.raises(TypeError, match=re.escape("`spec` must be a RopeSpec; got str.")):
+        rr.feature_order("x", "half", "interleaved")
+
+
+def test_array_api_strict_older_standard_versions():
+    xps = pytest.importorskip("array_api_strict")
+    with xps.ArrayAPIStrictFlags(api_version="2022.12"):
+        x = xps.ones((3, 4), dtype=xps.float64)
+        y = rr.apply_rope(x, offset=2)
+    expected = rr.apply_rope(np.ones((3, 4)), offset=2)
+    assert np.max(np.abs(host(y) - expected)) == 0.0
+
+
+def test_array_api_strict_strictest_flags():
+    xps = pytest.importorskip("array_api_strict")
+    with xps.ArrayAPIStrictFlags(
+        boolean_indexing=False, data_dependent_shapes=False, enabled_extensions=()
+    ):
+        x = xps.ones((2, 3, 8), dtype=xps.float32)
+        y = rr.apply_rope(x, None, xps.asarray([[1, 2, 3], [4, 5, 6]]))
+    expected = rr.apply_rope(
+        np.ones((2, 3, 8), dtype=np.float32), None, np.array([[1, 2, 3], [4, 5, 6]])
+    )
+    assert np.array_equal(host(y), expected)
+    assert math.isfinite(float(np.max(host(y))))
