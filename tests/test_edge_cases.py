@@ -131,7 +131,7 @@ def test_empty_torch_positions_with_a_scaling_rule():
 def test_seq_axis_takes_numpy_integers_and_is_always_validated():
     x = np.ones((2, 3, 8))
     np.testing.assert_array_equal(rr.apply_rope(x, seq_axis=np.int64(1)), rr.apply_rope(x))
-    with pytest.raises(TypeError, match="`seq_axis` must be an integer; got 'foo'."):
+    with pytest.raises(TypeError, match=re.escape("`seq_axis` must be an integer; got 'foo'.")):
         rr.apply_rope(x, None, np.zeros((2, 3)), seq_axis="foo")
 
 
