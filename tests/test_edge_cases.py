@@ -14,6 +14,7 @@ import pytest
 
 import rope_ref as rr
 from tests._helpers import host
+from tests._rules import CentredXPos
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,17 +24,6 @@ class ShrinkWithLength:
 
     def attention_factor(self, *, seq_len):
         return 1.25
-
-
-@dataclasses.dataclass(frozen=True)
-class CentredXPos:
-    scale_base: float = 64.0
-
-    def zeta(self, rotary_dim):
-        return (np.arange(0, rotary_dim, 2) + 0.4 * rotary_dim) / (1.4 * rotary_dim)
-
-    def center(self, seq_len):
-        return float(seq_len // 2)
 
 
 def test_apply_rope_qk_joint_seq_len_on_every_namespace(xp):
@@ -52,7 +42,7 @@ def test_apply_rope_qk_joint_seq_len_on_every_namespace(xp):
 
 
 def test_apply_rope_qk_xpos_shares_the_centre():
-    spec = rr.RopeSpec(head_dim=8, xpos=CentredXPos())
+    spec = rr.RopeSpec(head_dim=8, xpos=CentredXPos(scale_base=64.0))
     q, k = np.ones((4, 8)), np.ones((40, 8))
     q_rot, k_rot = rr.apply_rope_qk(q, k, spec, np.arange(4), k_positions=np.arange(40))
     q_ref, k_ref = rr.apply_rope_qk(q, k, spec, np.arange(4), k_positions=np.arange(40), seq_len=40)

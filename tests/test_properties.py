@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,20 +148,8 @@ def test_forms_agree(xp, case):
 @fixture_ok
 @given(case=cases())
 def test_convert_layout_commutes_with_rotation(xp, case):
-    spec_i = rr.RopeSpec(
-        head_dim=case.spec.head_dim,
-        rotary_start=case.spec.rotary_start,
-        rotary_dim=case.spec.rotary_dim,
-        base=case.spec.base,
-        layout="interleaved",
-    )
-    spec_h = rr.RopeSpec(
-        head_dim=case.spec.head_dim,
-        rotary_start=case.spec.rotary_start,
-        rotary_dim=case.spec.rotary_dim,
-        base=case.spec.base,
-        layout="half",
-    )
+    spec_i = dataclasses.replace(case.spec, layout="interleaved")
+    spec_h = dataclasses.replace(case.spec, layout="half")
     x, pos = xp.asarray(case.x), xp.asarray(case.positions)
     via_half = rr.convert_layout(
         rr.apply_rope(rr.convert_layout(x, spec_i), spec_h, pos),
