@@ -302,7 +302,7 @@ def _tables_for(
         p = default_positions(x.shape[axis], offset, xp=pxp, dev=pdev, n_axes=spec.position_axes)
     else:
         if on_host and is_array(positions) and array_namespace(positions) is xp:
-            positions = to_numpy(positions)
+            positions = _host_positions(positions)
         p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
         p = shift(p, offset, pxp)
         is_1d = p.ndim == (1 if spec.sections is None else 2)
@@ -310,6 +310,19 @@ def _tables_for(
     p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp)
     cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
     return move_tables(cos, sin, xp=xp, dev=dev) if on_host else (cos, sin)
+
+
+def _host_positions(positions: Array) -> Array:
+    """Copy positions to the host for float64 tables; traced arrays cannot be copied."""
+    try:
+        return to_numpy(positions)
+    except Exception as err:  # e.g. a JAX tracer under jit without x64
+        msg = (
+            "`positions` must be readable when x's namespace has no float64 (tables are built "
+            "on the host in float64): pass NumPy positions, or enable float64 (for JAX, "
+            f"jax_enable_x64); got a {type(positions).__name__}."
+        )
+        raise ValueError(msg) from err
 
 
 def _newest(

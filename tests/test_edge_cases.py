@@ -68,7 +68,7 @@ def test_namespace_without_float64_builds_tables_on_the_host():
     # JAX without x64 has no float64: positions and offset must not pass through float32.
     pytest.importorskip("jax")
     code = """
-import json, numpy as np, jax.numpy as jnp, rope_ref as rr
+import json, numpy as np, jax, jax.numpy as jnp, rope_ref as rr
 x = jnp.ones((4, 8), dtype=jnp.float32)
 pos = np.array([0.3, 1e7 + 0.3, 2.0**31 + 1, 123.0])
 out = {
@@ -76,7 +76,12 @@ out = {
     "offset": np.asarray(rr.apply_rope(x, offset=2**31 + 0.25)).tolist(),
     "dtype": str(rr.apply_rope(x).dtype),
     "sinusoidal": np.asarray(rr.sinusoidal_embedding(jnp.asarray([3, 4]), 4)).tolist(),
+    "jit": np.asarray(jax.jit(lambda x: rr.apply_rope(x, offset=2**31 + 0.25))(x)).tolist(),
 }
+try:
+    jax.jit(lambda x, p: rr.apply_rope(x, None, p))(x, jnp.arange(4))
+except ValueError as err:
+    out["traced"] = str(err)
 print(json.dumps(out))
 """
     result = subprocess.run(
@@ -90,6 +95,8 @@ print(json.dumps(out))
     eps32 = float(np.finfo(np.float32).eps)
     np.testing.assert_allclose(out["given"], truth_given, rtol=0, atol=2 * eps32)
     np.testing.assert_allclose(out["offset"], truth_offset, rtol=0, atol=2 * eps32)
+    np.testing.assert_allclose(out["jit"], truth_offset, rtol=0, atol=2 * eps32)
+    assert out["traced"].startswith("`positions` must be readable when x's namespace has no")
     np.testing.assert_allclose(out["sinusoidal"], rr.sinusoidal_embedding([3, 4], 4), atol=eps32)
 
 
