@@ -17,8 +17,6 @@ __all__ = [
     "has_float64",
     "host_namespace",
     "is_array",
-    "is_lazy",
-    "is_numpy_namespace",
     "to_numpy",
 ]
 
@@ -40,16 +38,6 @@ def array_namespace(*arrays: Array, name: str = "x") -> ArrayNamespace:
         raise TypeError(msg) from None
 
 
-def is_lazy(x: Array) -> bool:
-    """Whether values of `x` cannot be inspected without computing (Dask, JAX tracing)."""
-    return bool(array_api_compat.is_lazy_array(x))
-
-
-def is_numpy_namespace(xp: ArrayNamespace) -> bool:
-    """Whether `xp` is NumPy (wrapped by array-api-compat or not)."""
-    return bool(array_api_compat.is_numpy_namespace(xp))
-
-
 _FLOAT64_SUPPORT: dict[tuple[int, object], bool] = {}
 
 
@@ -68,8 +56,9 @@ def has_float64(xp: ArrayNamespace, dev: object) -> bool:
     except TypeError:  # an info object whose dtypes() does not take device=
         kinds = info.dtypes(kind="real floating")
     supported = "float64" in kinds
-    with contextlib.suppress(TypeError):  # an unhashable device is simply not cached
-        _FLOAT64_SUPPORT[id(xp), dev] = supported
+    if not array_api_compat.is_jax_namespace(xp):  # JAX can switch x64 on and off at run time
+        with contextlib.suppress(TypeError):  # an unhashable device is simply not cached
+            _FLOAT64_SUPPORT[id(xp), dev] = supported
     return supported
 
 
