@@ -212,31 +212,23 @@ def apply_rope_qk(
         k_positions = positions
     if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
         seq_len = _joint_seq_len(spec, positions, k_positions, offset)
-    q_role: Role | None = "query" if spec.xpos is not None else None
-    k_role: Role | None = "key" if spec.xpos is not None else None
-    q_rot = apply_rope(
-        q,
-        spec,
-        positions,
-        offset=offset,
-        seq_axis=seq_axis,
-        inverse=inverse,
-        seq_len=seq_len,
-        form=form,
-        backend=backend,
-        role=q_role,
+    roles: tuple[Role | None, Role | None] = (
+        ("query", "key") if spec.xpos is not None else (None, None)
     )
-    k_rot = apply_rope(
-        k,
-        spec,
-        k_positions,
-        offset=offset,
-        seq_axis=seq_axis,
-        inverse=inverse,
-        seq_len=seq_len,
-        form=form,
-        backend=backend,
-        role=k_role,
+    q_rot, k_rot = (
+        apply_rope(
+            a,
+            spec,
+            p,
+            offset=offset,
+            seq_axis=seq_axis,
+            inverse=inverse,
+            seq_len=seq_len,
+            form=form,
+            backend=backend,
+            role=role,
+        )
+        for a, p, role in ((q, positions, roles[0]), (k, k_positions, roles[1]))
     )
     return q_rot, k_rot
 

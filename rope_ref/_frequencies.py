@@ -167,12 +167,10 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
     >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
     [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
     """
-    xp, dev, p = _positions_namespace(positions, spec)
-    if not has_float64(xp, dev):
-        xp, p = host_namespace(), to_numpy(p)
-    p = xp.astype(p, xp.float64)
-    theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, xp))
-    return _angles(spec, p, theta, xp=xp)
+    p, pxp, _, _ = _float64_positions(positions, spec)
+    p = pxp.astype(p, pxp.float64)
+    theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, pxp))
+    return _angles(spec, p, theta, xp=pxp)
 
 
 def rope_cos_sin(
@@ -213,13 +211,11 @@ def rope_cos_sin(
     >>> cos.tolist(), sin.tolist()
     ([[1.0]], [[0.0]])
     """
-    xp, dev, p = _positions_namespace(positions, spec)
-    if not has_float64(xp, dev):
-        host = host_namespace()
-        cos, sin = tables(spec, to_numpy(p), xp=host, seq_len=seq_len, role=role)
+    p, pxp, xp, dev = _float64_positions(positions, spec)
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    if pxp is not xp:
         return move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
     out_dtype = xp.float64 if dtype is None else dtype
-    cos, sin = tables(spec, p, xp=xp, seq_len=seq_len, role=role)
     return xp.astype(cos, out_dtype), xp.astype(sin, out_dtype)
 
 
@@ -233,7 +229,8 @@ def tables(
 ) -> tuple[Array, Array]:
     """Float64 cos/sin, attention factor and xPos scale applied, of validated `positions`.
 
-    `xp` must support float64 on the device of `positions` (see `host_tables`).
+    `xp` must support float64 on the device of `positions`; callers on a device without it
+    build the tables with NumPy and move them with `move_tables`.
     """
     p = xp.astype(positions, xp.float64)
     seq_len = _resolve_seq_len(spec, p, seq_len, xp)
@@ -320,8 +317,16 @@ def _check_seq_len(seq_len: object) -> float | None:
     return value
 
 
-def _positions_namespace(positions: Array, spec: RopeSpec) -> tuple[ArrayNamespace, object, Array]:
+def _float64_positions(
+    positions: Array, spec: RopeSpec
+) -> tuple[Array, ArrayNamespace, ArrayNamespace, object]:
+    """Validated positions in a namespace with float64 (NumPy on the host if need be).
+
+    Returns the positions, their namespace, and the namespace and device they came from.
+    """
     check_spec(spec)
     p = as_positions(positions, n_axes=spec.position_axes)
-    xp = array_namespace(p, name="positions")
-    return xp, device(p), p
+    xp, dev = array_namespace(p, name="positions"), device(p)
+    if has_float64(xp, dev):
+        return p, xp, xp, dev
+    return to_numpy(p), host_namespace(), xp, dev
