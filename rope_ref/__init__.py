@@ -3,7 +3,13 @@
 A framework-agnostic oracle written against the Python array API: NumPy, PyTorch, JAX,
 CuPy, Dask and array-api-strict arrays in, the same kind out. Angles and cos/sin are built
 in float64; the reference backend rotates in float64 and rounds once.
+
+The submodules `scaling`, `analysis`, `attention` and `testing` are imported on first
+use (``rr.scaling.YaRN``), so ``import rope_ref`` stays light.
 """
+
+import importlib
+from types import ModuleType
 
 from rope_ref._api import apply_rope, apply_rope_qk
 from rope_ref._dispatch import available_backends
@@ -40,3 +46,17 @@ __all__ = [
     "rotation_matrix",
     "sinusoidal_embedding",
 ]
+
+#: Submodules imported on first attribute access.
+_LAZY_SUBMODULES = ("analysis", "attention", "scaling", "testing")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"rope_ref.{name}")
+    msg = f"module 'rope_ref' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_SUBMODULES])

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from collections.abc import Sequence
 
 __all__ = ["main"]
+
+#: Modules that add further subcommands; each defines ``register(commands)``, where
+#: `commands` is the parser's subparsers action, and sets ``run`` as the default.
+_SUBCOMMAND_MODULES = ("rope_ref._bench_cli", "rope_ref._theory_cli", "rope_ref._check_cli")
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -46,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         "example", help="the 4-token, d = 4 worked example: absolute sinusoidal PE vs RoPE"
     )
     example.set_defaults(run=_example)
+    for module_name in _SUBCOMMAND_MODULES:
+        importlib.import_module(module_name).register(commands)
     return parser
 
 

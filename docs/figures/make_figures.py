@@ -10,15 +10,20 @@ Files written to `outdir`:
 - ``angle_error.png``: float32 and float64 angle errors against exact angles.
 - ``precision_table.csv``: the same errors at a few positions (d=128, base=500000).
 - ``worked_example.csv``: absolute sinusoidal PE beside RoPE on 4 tokens, d=4.
+
+The other pages' figures come from the ``fig_*.py`` modules beside this file (one per
+page), each with a ``make(outdir)`` that returns the paths it wrote.
 """
 
 from __future__ import annotations
 
 import csv
 import decimal
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import matplotlib as mpl
 
@@ -293,7 +298,27 @@ def main(outdir: str | os.PathLike[str]) -> list[Path]:
     for name, job in jobs.items():
         job(out / name)
         written.append(out / name)
+    for module in _topic_modules():
+        written.extend(module.make(out))
     return written
+
+
+def _topic_modules() -> list[ModuleType]:
+    """The figure modules of the other pages: ``fig_*.py`` beside this file.
+
+    Each defines ``make(outdir: Path) -> list[Path]`` and writes its figures there.
+    """
+    here = Path(__file__).resolve().parent
+    modules = []
+    for path in sorted(here.glob("fig_*.py")):
+        spec = importlib.util.spec_from_file_location(f"rope_ref_docs_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            msg = f"cannot load {path}"
+            raise ImportError(msg)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
 
 
 if __name__ == "__main__":

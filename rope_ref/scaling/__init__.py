@@ -1,0 +1,3 @@
+"""Context-extension rules for `rope_ref.RopeSpec.scaling`."""
+
+__all__: list[str] = []

@@ -1,0 +1,1 @@
+"""The pytest plugin that installing rope-ref registers (entry point ``pytest11``)."""
