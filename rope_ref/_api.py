@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from types import ModuleType
+
 import array_api_compat
+import numpy as np
 
 from rope_ref import _reference
 from rope_ref._compat import (
@@ -14,6 +18,7 @@ from rope_ref._compat import (
     to_numpy,
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
+from rope_ref._fast_path import numpy_kernel_call
 from rope_ref._frequencies import max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
@@ -24,6 +29,7 @@ from rope_ref._positions import (
     shift,
 )
 from rope_ref._spec import RopeSpec, check_spec
+from rope_ref._table_cache import positions_key, table_cache
 from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
 from rope_ref._validation import check_axis, check_choice
 
@@ -128,16 +134,57 @@ def apply_rope(
     >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
     Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
     """
+    if positions is None and role is None and form == "rotate_half":
+        kernel = _numpy_kernel(backend, x)
+        if kernel is not None:
+            result = numpy_kernel_call(
+                kernel,
+                x,
+                spec,
+                offset=offset,
+                seq_axis=seq_axis,
+                inverse=inverse,
+                seq_len=seq_len,
+                out=out,
+            )
+            if result is not None:
+                return result
     xp = _check_x(x, "x")
     spec = _resolve_spec(spec, x)
     form = check_choice("form", form, FORMS)
-    backend = check_choice("backend", backend, BACKENDS)
+    name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
     inverse = _check_bool("inverse", inverse)
+    _check_kernel_options(name, form, out)
     cos, sin = _tables_for(
-        x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role, xp=xp
+        x,
+        spec,
+        positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        seq_len=seq_len,
+        role=role,
+        xp=xp,
+        dtype=_table_dtype(name, x, xp),
     )
-    return _rotate(
-        x, cos, sin, spec=spec, inverse=inverse, form=form, backend=backend, out=out, xp=xp
+    if name == "reference":
+        return _reference.rotate(
+            x,
+            cos,
+            sin,
+            layout=spec.layout,
+            rotary_start=spec.rotary_start,
+            inverse=inverse,
+            form=form,
+            xp=xp,
+        )
+    return load_backend(name).rotate(
+        x,
+        cos,
+        sin,
+        layout=spec.layout,
+        rotary_start=spec.rotary_start,
+        inverse=inverse,
+        out=out,
     )
 
 
@@ -215,6 +262,22 @@ def apply_rope_qk(
     roles: tuple[Role | None, Role | None] = (
         ("query", "key") if spec.xpos is not None else (None, None)
     )
+    name = _resolve_backend(check_choice("backend", backend, BACKENDS), q)
+    if name != "reference" and hasattr(load_backend(name), "rotate_qk"):
+        return _kernel_qk(
+            name,
+            q,
+            k,
+            spec,
+            (positions, k_positions),
+            roles,
+            offset=offset,
+            seq_axis=seq_axis,
+            inverse=_check_bool("inverse", inverse),
+            seq_len=seq_len,
+            form=check_choice("form", form, FORMS),
+            xp=xp,
+        )
     q_rot, k_rot = (
         apply_rope(
             a,
@@ -238,7 +301,11 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     xp = array_namespace(x, name=name)
-    if not xp.isdtype(x.dtype, "real floating"):
+    try:
+        real_floating = xp.isdtype(x.dtype, "real floating")
+    except TypeError:  # a dtype the namespace does not know, e.g. ml_dtypes.bfloat16
+        real_floating = False
+    if not real_floating:
         msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
         raise TypeError(msg)
     if x.ndim == 0:
@@ -277,12 +344,64 @@ def _tables_for(
     seq_len: float | None,
     role: Role | None,
     xp: ArrayNamespace,
+    dtype: object | None,
 ) -> tuple[Array, Array]:
     """Validated positions laid out against x, then float64 cos/sin of the grid.
 
     Where x's namespace or device has no float64, positions stay on the host (NumPy int64 /
-    float64) and only the finished tables move, rounded once to float32.
+    float64) and only the finished tables move, rounded once to float32. The tables are
+    then cast to `dtype` (None keeps them). For NumPy arrays, tables are cached by value
+    (see `rope_ref._table_cache`), so repeated calls on the same positions skip building.
     """
+
+    def build() -> tuple[Array, Array]:
+        cos, sin = _build_tables(
+            x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role,
+            xp=xp,
+        )  # fmt: skip
+        if dtype is None or cos.dtype == dtype:
+            return cos, sin
+        return xp.astype(cos, dtype), xp.astype(sin, dtype)
+
+    if not array_api_compat.is_numpy_namespace(xp):
+        return build()
+    key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
+    return build() if key is None else table_cache.get_or_build(key, build)
+
+
+def _cache_key(
+    x: Array,
+    spec: RopeSpec,
+    positions: object,
+    offset: object,
+    seq_axis: object,
+    seq_len: object,
+    role: object,
+    dtype: object,
+) -> Hashable | None:
+    """Everything that shapes the tables, by value; None when something cannot be keyed."""
+    p_key = positions_key(positions)
+    if p_key is None:
+        return None
+    key = (spec, p_key, type(offset), offset, seq_axis, tuple(x.shape[:-1]), seq_len, role, dtype)
+    try:
+        hash(key)
+    except TypeError:  # e.g. a user scaling rule that is not hashable
+        return None
+    return key
+
+
+def _build_tables(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: int,
+    seq_len: float | None,
+    role: Role | None,
+    xp: ArrayNamespace,
+) -> tuple[Array, Array]:
     offset = check_offset(offset)
     seq_axis = check_axis("seq_axis", seq_axis)
     dev = device(x)
@@ -341,46 +460,72 @@ def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) ->
     return max(tops) + float(check_offset(offset))
 
 
-def _rotate(
-    x: Array,
-    cos: Array,
-    sin: Array,
-    *,
+def _kernel_qk(
+    name: str,
+    q: Array,
+    k: Array,
     spec: RopeSpec,
+    positions: tuple[Array | None, Array | None],
+    roles: tuple[Role | None, Role | None],
+    *,
+    offset: float,
+    seq_axis: int,
     inverse: bool,
+    seq_len: float | None,
     form: Form,
-    backend: str,
-    out: Array | None,
     xp: ArrayNamespace,
-) -> Array:
-    name = _resolve_backend(backend, x)
+) -> tuple[Array, Array]:
+    """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
+    _check_kernel_options(name, form, None)
+    (cq, sq), (ck, sk) = (
+        _tables_for(
+            a,
+            spec,
+            p,
+            offset=offset,
+            seq_axis=seq_axis,
+            seq_len=seq_len,
+            role=role,
+            xp=xp,
+            dtype=_table_dtype(name, a, xp),
+        )
+        for a, p, role in zip((q, k), positions, roles, strict=True)
+    )
+    q_rot, k_rot = load_backend(name).rotate_qk(
+        q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse
+    )
+    return q_rot, k_rot
+
+
+def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
     if name == "reference":
         if out is not None:
             msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
             raise ValueError(msg)
-        return _reference.rotate(
-            x,
-            cos,
-            sin,
-            layout=spec.layout,
-            rotary_start=spec.rotary_start,
-            inverse=inverse,
-            form=form,
-            xp=xp,
-        )
-    if form != "rotate_half":
+    elif form != "rotate_half":
         msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
         raise ValueError(msg)
-    kernel_dtype = xp.float64 if x.dtype == xp.float64 else xp.float32
-    return load_backend(name).rotate(
-        x,
-        xp.astype(cos, kernel_dtype),
-        xp.astype(sin, kernel_dtype),
-        layout=spec.layout,
-        rotary_start=spec.rotary_start,
-        inverse=inverse,
-        out=out,
-    )
+
+
+def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
+    """The dtype of a backend's tables: None (as built) for the reference, else the kernel's.
+
+    Kernels compute in float64 for float64 `x` and in float32 otherwise.
+    """
+    if name == "reference":
+        return None
+    dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
+    return dtype
+
+
+def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
+    """The Numba kernel module when it will rotate NumPy `x`, else None."""
+    if type(x) is not np.ndarray or backend not in ("numba", "auto"):
+        return None
+    try:
+        return load_backend("numba")
+    except ModuleNotFoundError:
+        return None
 
 
 def _resolve_backend(backend: str, x: Array) -> str:
