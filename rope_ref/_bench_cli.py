@@ -1,12 +1,229 @@
-"""`rope-ref bench`: subcommands of the command line."""
+"""`rope-ref bench`: time backends and peers against a same-run copy of the same array."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["machine_description", "register"]
+
+#: Named cases: (shape (B, S, H, D), dtype, device, q and k).
+PRESETS: dict[str, tuple[tuple[int, int, int, int], str, str, bool]] = {
+    "prefill": ((1, 4096, 32, 128), "float32", "cpu", False),
+    "decode": ((1, 1, 32, 128), "float32", "cpu", False),
+    "gpu-qk": ((4, 4096, 32, 128), "bfloat16", "gpu", True),
+    "gpu-decode": ((1, 1, 32, 128), "bfloat16", "gpu", True),
+}
+SWEEP_LENGTHS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
+SWEEP_IMPLS = ("copy (parallel)", "copy (numpy)", "numba", "torch eager (HF-style)")
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    """Add this module's subcommands to `commands`."""
+    """Add `bench` to `commands`."""
+    bench = commands.add_parser(
+        "bench",
+        help="time the backends and installed peers against a same-run copy baseline",
+        description="Time apply_rope (seq_axis=-3 on x of shape (batch, seq, heads, head_dim)) "
+        "with each backend and each installed peer (PyTorch eager HF-style, torch.compile, "
+        "rotary-embedding-torch; on a GPU also Liger-Kernel), against a copy of the same "
+        "array measured in the same interleaved rounds. Reports the median time, GB/s of "
+        "the bytes that must move, percent of the copy's throughput and the speed-up over "
+        "the reference backend.",
+    )
+    bench.add_argument(
+        "--preset",
+        action="append",
+        choices=sorted(PRESETS),
+        help="a named case (repeatable); default: prefill and decode on the CPU",
+    )
+    bench.add_argument(
+        "--shape",
+        action="append",
+        type=_shape,
+        metavar="B,S,H,D",
+        help="a custom shape (repeatable), with each --dtype",
+    )
+    bench.add_argument(
+        "--dtype",
+        action="append",
+        choices=["float16", "bfloat16", "float32", "float64"],
+        help="dtype(s) for --shape and --sweep (default float32)",
+    )
+    bench.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="for --shape")
+    bench.add_argument("--only", action="append", metavar="NAME", help="time only these")
+    bench.add_argument("--rounds", type=_positive, default=15, help="interleaved rounds")
+    bench.add_argument(
+        "--sweep",
+        action="store_true",
+        help=f"batch 1, 32 heads of 128, seq {SWEEP_LENGTHS[0]} to {SWEEP_LENGTHS[-1]}: "
+        "how time grows with size (copy, numba and torch eager unless --only)",
+    )
+    bench.add_argument("--sweep-max", type=_positive, default=SWEEP_LENGTHS[-1])
+    bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    bench.set_defaults(run=run)
+
+
+def _shape(text: str) -> tuple[int, int, int, int]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 4 or min(values) < 1:
+        msg = f"--shape must be four positive integers B,S,H,D; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return values
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be a positive integer; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark described by `args`; print a table or JSON."""
+    from rope_ref._bench import Case, run_case, sweep_cases
+    from rope_ref._bench_impls import Unavailable
+
+    dtypes = args.dtype or ["float32"]
+    cases: list[tuple[Case, Sequence[str] | None]] = []
+    for name in args.preset or ([] if args.shape or args.sweep else ["prefill", "decode"]):
+        shape, dtype, device, qk = PRESETS[name]
+        cases.append((Case(shape, dtype, device, qk), args.only))
+    for shape in args.shape or []:
+        cases.extend((Case(shape, d, args.device), args.only) for d in dtypes)
+    if args.sweep:
+        lengths = [s for s in SWEEP_LENGTHS if s <= args.sweep_max]
+        for d in dtypes:
+            cases.extend((c, args.only or SWEEP_IMPLS) for c in sweep_cases(lengths, dtype=d))
+    bar = _ProgressBar(len(cases) * args.rounds, enabled=sys.stderr.isatty())
+    results = []
+    try:
+        for case, only in cases:
+            results.extend(run_case(case, only=only, rounds=args.rounds, progress=bar.step))
+    except Unavailable as why:
+        bar.close()
+        print(f"rope-ref bench: {why}", file=sys.stderr)
+        return 1
+    bar.close()
+    if args.json:
+        report = {"machine": machine_description(), "results": [r.as_dict() for r in results]}
+        print(json.dumps(report, indent=2))
+    else:
+        print(_describe(machine_description()))
+        print(format_table(results))
+    return 0
+
+
+def machine_description() -> dict[str, Any]:
+    """Date, CPU, thread counts and library versions: what a timing depends on."""
+    import numpy as np
+
+    info: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "cpu": _cpu_name(),
+        "logical_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+    try:
+        import numba
+
+        info["numba"] = numba.__version__
+        info["numba_threads"] = numba.get_num_threads()
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _describe(info: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in info.items())
+
+
+def format_table(results: Sequence[Any]) -> str:
+    """Results as an aligned text table, one block per case."""
+    header = ("implementation", "median", "GB/s", "% of copy", "x reference", "n", "note")
+    rows: list[tuple[str, ...]] = []
+    case = None
+    for r in results:
+        if r.case != case:
+            case = r.case
+            rows.append((f"[{case.label}]", "", "", "", "", "", ""))
+        rows.append(
+            (
+                f"  {r.name}",
+                _time(r.median_s),
+                _num(r.gb_per_s, "{:.1f}"),
+                _num(r.percent_of_copy, "{:.0f}%"),
+                _num(r.speedup_vs_reference, "{:.1f}x"),
+                str(r.samples),
+                r.note,
+            )
+        )
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr (only on a terminal)."""
+
+    def __init__(self, total: int, *, enabled: bool, width: int = 30) -> None:
+        self.total, self.enabled, self.width = max(total, 1), enabled, width
+        self.done = 0
+
+    def step(self, message: str) -> None:
+        if "round" in message:
+            self.done += 1
+        if not self.enabled:
+            return
+        filled = self.width * min(self.done, self.total) // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        print(f"\r[{bar}] {self.done}/{self.total} {message[:60]:<60}", end="", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.enabled:
+            print(file=sys.stderr)

@@ -1,0 +1,215 @@
+"""Benchmark harness behind `rope-ref bench`: backends and peers against a same-run copy.
+
+Every case is one array shape ``(batch, seq, heads, head_dim)`` and dtype, rotated along
+``seq_axis=-3``. Each implementation is timed call by call in interleaved rounds (one
+call of each per round), so that a machine whose load drifts slows all of them alike and
+the ratios stay meaningful; the median is reported. Throughput counts the bytes that
+must move: `x` read once and the output written once (the cos/sin tables are small and
+not counted). The baseline is a copy of the same array with the same threads, measured
+in the same rounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rope_ref._bench_impls import Impl, Unavailable, implementations
+
+__all__ = ["Case", "Result", "run_case", "sweep_cases"]
+
+#: Implementations slower than this per call run in the first `SLOW_ROUNDS` rounds only.
+SLOW_CALL_S = 0.25
+SLOW_ROUNDS = 3
+#: Warm-up (at least WARMUP_CALLS calls and WARMUP_S seconds, at most MAX_WARMUP_CALLS
+#: calls) and the shortest sample (calls are repeated to fill it).
+WARMUP_CALLS = 3
+WARMUP_S = 0.3
+MAX_WARMUP_CALLS = 50
+MIN_SAMPLE_S = 2e-3
+MAX_REPEAT = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One benchmark shape and dtype.
+
+    Examples
+    --------
+    >>> Case((1, 4096, 32, 128), "float32").nbytes
+    67108864
+    """
+
+    shape: tuple[int, int, int, int]
+    dtype: str
+    device: str = "cpu"
+    #: Queries and keys of this shape each, through `apply_rope_qk`.
+    qk: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one array of this case."""
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def moved(self) -> int:
+        """Bytes that must move: every input read once, every output written once."""
+        return 2 * self.nbytes * (2 if self.qk else 1)
+
+    @property
+    def label(self) -> str:
+        """``B x S x H x D dtype``, with ``q+k`` for query-key cases."""
+        qk = " q+k" if self.qk else ""
+        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk} ({self.device})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """The timing of one implementation on one case."""
+
+    case: Case
+    name: str
+    kind: str  # "baseline", "backend" or "peer"
+    median_s: float | None
+    samples: int
+    gb_per_s: float | None
+    percent_of_copy: float | None
+    speedup_vs_reference: float | None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        out = dataclasses.asdict(self)
+        out["case"] = {
+            "shape": list(self.case.shape),
+            "dtype": self.case.dtype,
+            "device": self.case.device,
+            "qk": self.case.qk,
+        }
+        return out
+
+
+def run_case(
+    case: Case,
+    *,
+    only: Sequence[str] | None = None,
+    rounds: int = 15,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Time every implementation available for `case` (those named in `only`, if given)."""
+    x = np.random.default_rng(0).standard_normal(case.shape).astype(case.dtype)
+    impls = [
+        i for i in implementations(case) if only is None or i.name in only or i.kind == "baseline"
+    ]
+    runners: dict[str, Callable[[], object]] = {}
+    notes: dict[str, str] = {}
+    for impl in impls:
+        if progress is not None:
+            progress(f"{case.label}: preparing {impl.name}")
+        try:
+            runners[impl.name] = _batched(impl.prepare(x), case.device)
+        except Unavailable as why:
+            notes[impl.name] = str(why)
+    samples = _interleaved(runners, case, rounds, progress)
+    return _summarise(case, impls, samples, notes)
+
+
+def _interleaved(
+    runners: dict[str, Callable[[], object]],
+    case: Case,
+    rounds: int,
+    progress: Callable[[str], None] | None,
+) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for r in range(rounds):
+        if progress is not None:
+            progress(f"{case.label}: round {r + 1}/{rounds}")
+        for name, run in runners.items():
+            times = samples[name]
+            if r >= SLOW_ROUNDS and times and statistics.median(times) > SLOW_CALL_S:
+                continue
+            times.append(_time_call(run, case.device))
+    return samples
+
+
+def _batched(run: Callable[[], object], device: str) -> Callable[[], object]:
+    """`run`, warmed up, repeated enough per sample to last about `MIN_SAMPLE_S`.
+
+    Timing a call of a few microseconds on its own measures the clock; a sample of many
+    calls divided by their number measures the call.
+    """
+    start = time.perf_counter()  # compile, fill caches, fault pages in, settle JITs
+    for calls in itertools.count(1):
+        run()
+        if calls >= MAX_WARMUP_CALLS or (
+            calls >= WARMUP_CALLS and time.perf_counter() - start > WARMUP_S
+        ):
+            break
+    once = _time_call(run, device)
+    repeat = min(MAX_REPEAT, max(1, int(MIN_SAMPLE_S / max(once, 1e-9))))
+    if repeat == 1:
+        return run
+
+    def batch() -> object:
+        for _ in range(repeat - 1):
+            run()
+        return run()
+
+    batch.repeat = repeat  # type: ignore[attr-defined]
+    return batch
+
+
+def _time_call(run: Callable[[], object], device: str) -> float:
+    repeat = getattr(run, "repeat", 1)
+    if device == "gpu":
+        from rope_ref._bench_impls import gpu_time
+
+        return gpu_time(run) / repeat
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) / repeat
+
+
+def _summarise(
+    case: Case, impls: Iterable[Impl], samples: dict[str, list[float]], notes: dict[str, str]
+) -> list[Result]:
+    medians = {name: statistics.median(t) for name, t in samples.items() if t}
+    moved = case.moved
+    copy = next((medians.get(i.name) for i in impls if i.kind == "baseline"), None)
+    reference = medians.get("reference")
+    results = []
+    for impl in impls:
+        m = medians.get(impl.name)
+        results.append(
+            Result(
+                case=case,
+                name=impl.name,
+                kind=impl.kind,
+                median_s=m,
+                samples=len(samples.get(impl.name, [])),
+                gb_per_s=None if m is None else moved / m / 1e9,
+                percent_of_copy=None if m is None or copy is None else 100.0 * copy / m,
+                speedup_vs_reference=None if m is None or reference is None else reference / m,
+                note=notes.get(impl.name, impl.note),
+            )
+        )
+    return results
+
+
+def sweep_cases(
+    lengths: Iterable[int], *, heads: int = 32, head_dim: int = 128, dtype: str = "float32"
+) -> list[Case]:
+    """One prefill case per sequence length, batch 1.
+
+    Examples
+    --------
+    >>> [c.shape for c in sweep_cases([1, 4])]
+    [(1, 1, 32, 128), (1, 4, 32, 128)]
+    """
+    return [Case((1, s, heads, head_dim), dtype) for s in lengths]

@@ -1,0 +1,279 @@
+"""What `rope-ref bench` times: a copy baseline, rope_ref's backends and installed peers.
+
+Each implementation's ``prepare(x)`` takes the host array of a case, sets up its inputs
+(tables, device copies, compiled functions) outside the timing, and returns the call to
+time. Peers get their cos/sin tables precomputed, as a model shares them across layers;
+rope_ref's calls include building tables (served from the cache after the first call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rope_ref._api import apply_rope, apply_rope_qk
+from rope_ref._dispatch import available_backends
+from rope_ref._frequencies import rope_cos_sin
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import BackendName
+
+if TYPE_CHECKING:
+    from rope_ref._bench import Case
+
+__all__ = ["Impl", "Unavailable", "gpu_time", "implementations"]
+
+Prepared = Callable[[], object]
+
+#: The parallel copy baseline copies smaller arrays on the calling thread, as the kernel does.
+SERIAL_COPY_BYTES = 1 << 20
+
+
+class Unavailable(Exception):  # noqa: N818 - reads as a verdict: raise Unavailable(why)
+    """An implementation that cannot run here; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One timed implementation."""
+
+    name: str
+    kind: str  # "baseline", "floor", "backend" or "peer"
+    prepare: Callable[[np.ndarray], Prepared]
+    note: str = ""
+
+
+def implementations(case: Case) -> list[Impl]:
+    """The implementations to time for `case`, baseline first."""
+    if case.device == "gpu":
+        return _gpu_implementations(case)
+    impls = [_cpu_copy(case)]
+    backends = available_backends()
+    impls.append(Impl("reference", "backend", _backend("reference", case.qk)))
+    if backends["numba"] is None:
+        impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
+        if not case.qk:
+            impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
+    if _installed("torch"):
+        impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
+        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
+    if _installed("rotary_embedding_torch") and not case.qk:
+        impls.append(
+            Impl("rotary-embedding-torch", "peer", _rotary_embedding_torch, "(B, H, S, D) layout")
+        )
+    return impls
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _second(x: np.ndarray) -> np.ndarray:
+    """The keys of a q+k case: another array like `x`."""
+    return np.random.default_rng(1).standard_normal(x.shape).astype(x.dtype)
+
+
+# -- CPU ---------------------------------------------------------------------------------
+
+
+def _cpu_copy(case: Case) -> Impl:
+    if available_backends()["numba"] is None:
+        return Impl("copy (parallel)", "baseline", functools.partial(_parallel_copy, qk=case.qk))
+    return Impl("copy (numpy)", "baseline", functools.partial(_numpy_copy, qk=case.qk))
+
+
+def _numpy_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    arrays = [x, _second(x)] if qk else [x]
+    return lambda: [a.copy() for a in arrays]
+
+
+def _parallel_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    """A fresh array filled by all of numba's threads: what a kernel's output costs."""
+    copy = _numba_copy_kernel()
+    arrays = [x, _second(x)] if qk else [x]
+
+    def run() -> list[np.ndarray]:
+        outs = []
+        for a in arrays:
+            if a.nbytes < SERIAL_COPY_BYTES:  # waking threads would cost more than copying
+                outs.append(a.copy())
+                continue
+            out = np.empty_like(a)
+            copy(a.reshape(-1), out.reshape(-1))
+            outs.append(out)
+        return outs
+
+    return run
+
+
+@functools.cache
+def _numba_copy_kernel() -> Callable[[np.ndarray, np.ndarray], None]:
+    import numba
+    from numba import njit, prange
+
+    @njit(parallel=True, nogil=True)
+    def copy(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - numba
+        n = src.shape[0]
+        chunks = 4 * numba.get_num_threads()
+        for k in prange(chunks):
+            lo, hi = n * k // chunks, n * (k + 1) // chunks
+            dst[lo:hi] = src[lo:hi]
+
+    return copy
+
+
+def _backend(name: BackendName, qk: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        if qk:
+            k = _second(x)
+            return lambda: apply_rope_qk(x, k, spec, seq_axis=-3, backend=name)
+        return lambda: apply_rope(x, spec, seq_axis=-3, backend=name)
+
+    return prepare
+
+
+def _numba_in_place(x: np.ndarray) -> Prepared:
+    buf = x.copy()
+    spec = RopeSpec(x.shape[-1])
+    return lambda: apply_rope(buf, spec, seq_axis=-3, backend="numba", out=buf)
+
+
+def _hf_tables(torch: Any, x: np.ndarray, dtype: Any, device: str) -> tuple[Any, Any]:
+    """HF's cos/sin of shape (1, S, 1, D) (both halves), cast to the activations' dtype."""
+    cos, sin = rope_cos_sin(RopeSpec(x.shape[-1]), np.arange(x.shape[1]))
+    cos, sin = (np.concatenate([t, t], axis=-1)[None, :, None, :] for t in (cos, sin))
+    return (torch.from_numpy(t).to(device=device, dtype=dtype) for t in (cos, sin))  # type: ignore[return-value]
+
+
+def hf_style(q: Any, cos: Any, sin: Any) -> Any:
+    """HF transformers' ``q * cos + rotate_half(q) * sin``, ``rotate_half = cat(-x2, x1)``."""
+    import torch
+
+    half = q.shape[-1] // 2
+    return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
+
+
+def _torch_hf(case: Case, *, compiled: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        import torch
+
+        device = "cuda" if case.device == "gpu" else "cpu"
+        dtype = getattr(torch, case.dtype)
+        arrays = [x, _second(x)] if case.qk else [x]
+        tensors = [
+            torch.from_numpy(a.astype(np.float32)).to(device=device, dtype=dtype) for a in arrays
+        ]
+        cos, sin = _hf_tables(torch, x, dtype, device)
+        fn = hf_style
+        if compiled:
+            try:
+                fn = torch.compile(hf_style, dynamic=False)
+            except Exception as err:  # pragma: no cover - depends on the toolchain
+                msg = f"torch.compile failed: {err}"
+                raise Unavailable(msg) from err
+        return lambda: [fn(t, cos, sin) for t in tensors]
+
+    return prepare
+
+
+def _rotary_embedding_torch(x: np.ndarray) -> Prepared:
+    import torch
+    from rotary_embedding_torch import RotaryEmbedding
+
+    t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3)))
+    rotary = RotaryEmbedding(dim=x.shape[-1])
+    return lambda: rotary.rotate_queries_or_keys(t)
+
+
+# -- GPU ---------------------------------------------------------------------------------
+
+
+def _gpu_implementations(case: Case) -> list[Impl]:
+    if not _installed("cupy"):
+        msg = "GPU benchmarks need CuPy: pip install 'rope-ref[cupy]'"
+        raise Unavailable(msg)
+    impls = [
+        Impl("copy (device to device)", "baseline", _gpu_copy(case.qk)),
+        Impl("empty kernel", "floor", _gpu_empty_kernel, "launch overhead"),
+    ]
+    if available_backends()["cupy"] is None:
+        impls.append(Impl("cupy", "backend", _gpu_backend(case.qk)))
+    if _installed("torch"):
+        impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
+        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
+    if _installed("liger_kernel"):
+        impls.append(Impl("liger-kernel (Triton)", "peer", _liger(case.qk), "(B, H, S, D) layout"))
+    return impls
+
+
+def _device_array(x: np.ndarray) -> Any:
+    import cupy
+
+    if x.dtype.name == "bfloat16":
+        return cupy.asarray(x.view(np.uint16)).view(x.dtype)
+    return cupy.asarray(x)
+
+
+def _gpu_copy(qk: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        import cupy
+
+        arrays = [_device_array(a) for a in ([x, _second(x)] if qk else [x])]
+        outs = [cupy.empty_like(a) for a in arrays]
+        return lambda: [cupy.copyto(o, a) for o, a in zip(outs, arrays, strict=True)]
+
+    return prepare
+
+
+def _gpu_empty_kernel(x: np.ndarray) -> Prepared:
+    import cupy
+
+    kernel = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
+    return lambda: kernel((1,), (1,), ())
+
+
+def _gpu_backend(qk: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        q = _device_array(x)
+        if qk:
+            k = _device_array(_second(x))
+            return lambda: apply_rope_qk(q, k, spec, seq_axis=-3, backend="cupy")
+        return lambda: apply_rope(q, spec, seq_axis=-3, backend="cupy")
+
+    return prepare
+
+
+def _liger(qk: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        import torch
+        from liger_kernel.ops.rope import LigerRopeFunction
+
+        def bhsd(a: np.ndarray) -> Any:
+            t = torch.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 1, 3)).astype(np.float32))
+            return t.to(device="cuda", dtype=getattr(torch, x.dtype.name))
+
+        q = bhsd(x)
+        k = bhsd(_second(x)) if qk else q
+        cos, sin = (t[:, :, 0, :] for t in _hf_tables(torch, x, q.dtype, "cuda"))
+        return lambda: LigerRopeFunction.apply(q, k, cos, sin)
+
+    return prepare
+
+
+def gpu_time(run: Prepared, repeat: int = 20) -> float:
+    """Seconds per call of `run` on the GPU: CUDA events around `repeat` calls."""
+    import cupy
+
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(repeat):
+        run()
+    end.record()
+    end.synchronize()
+    return float(cupy.cuda.get_elapsed_time(start, end)) / 1e3 / repeat
