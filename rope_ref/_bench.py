@@ -103,10 +103,10 @@ def run_case(
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
     """Time every implementation available for `case` (those named in `only`, if given)."""
-    x = np.random.default_rng(0).standard_normal(case.shape).astype(case.dtype)
     impls = [
         i for i in implementations(case) if only is None or i.name in only or i.kind == "baseline"
     ]
+    x = np.random.default_rng(0).standard_normal(case.shape).astype(_host_dtype(case.dtype))
     runners: dict[str, Callable[[], object]] = {}
     notes: dict[str, str] = {}
     for impl in impls:
@@ -118,6 +118,18 @@ def run_case(
             notes[impl.name] = str(why)
     samples = _interleaved(runners, case, rounds, progress)
     return _summarise(case, impls, samples, notes)
+
+
+def _host_dtype(name: str) -> np.dtype[Any]:
+    """NumPy's dtype of that name; bfloat16 comes from ml_dtypes."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            msg = "bfloat16 cases need ml_dtypes: pip install ml_dtypes"
+            raise Unavailable(msg) from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def _interleaved(

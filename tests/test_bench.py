@@ -1,0 +1,68 @@
+"""`rope-ref bench`: the harness runs, and its derived numbers follow from its timings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rope_ref as rr
+from rope_ref._cli import main
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main(["bench", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_bench_json_reports_consistent_numbers(capsys):
+    only = ["reference", "numba"] if rr.available_backends()["numba"] is None else ["reference"]
+    args = ["--shape", "2,8,3,16", "--dtype", "float32", "--dtype", "float64", "--rounds", "3"]
+    for name in only:
+        args += ["--only", name]
+    report = run_json(capsys, *args)
+    assert {"date", "cpu", "numpy"} <= set(report["machine"])
+    results = report["results"]
+    for dtype, itemsize in (("float32", 4), ("float64", 8)):
+        rows = {r["name"]: r for r in results if r["case"]["dtype"] == dtype}
+        baseline = next(r for r in rows.values() if r["kind"] == "baseline")
+        assert set(rows) == {baseline["name"], *only}
+        moved = 2 * 2 * 8 * 3 * 16 * itemsize  # x read once and the output written once
+        for r in rows.values():
+            assert r["case"]["shape"] == [2, 8, 3, 16]
+            assert r["median_s"] > 0
+            assert r["samples"] >= 1
+            assert r["gb_per_s"] == pytest.approx(moved / r["median_s"] / 1e9)
+            assert r["percent_of_copy"] == pytest.approx(100 * baseline["median_s"] / r["median_s"])
+            assert r["speedup_vs_reference"] == pytest.approx(
+                rows["reference"]["median_s"] / r["median_s"]
+            )
+
+
+def test_bench_sweep_grows_the_sequence(capsys):
+    report = run_json(capsys, "--sweep", "--sweep-max", "16", "--rounds", "1", "--only", "numba")
+    lengths = sorted({r["case"]["shape"][1] for r in report["results"]})
+    assert lengths == [1, 4, 16]
+
+
+def test_bench_prints_a_table(capsys):
+    assert main(["bench", "--shape", "1,4,2,8", "--rounds", "1", "--only", "reference"]) == 0
+    out = capsys.readouterr().out
+    assert "% of copy" in out
+    assert "[1x4x2x8 float32 (cpu)]" in out
+    assert "reference" in out
+
+
+@pytest.mark.parametrize("shape", ["1,2,3", "1,2,3,0", "a,b,c,d"])
+def test_bench_rejects_bad_shapes(capsys, shape):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--shape", shape])
+    assert exit_info.value.code == 2
+    assert "--shape must be four positive integers" in capsys.readouterr().err
+
+
+def test_gpu_preset_without_cupy_says_what_to_install(capsys):
+    if rr.available_backends()["cupy"] is None:
+        pytest.skip("CuPy is installed here")
+    assert main(["bench", "--preset", "gpu-decode", "--rounds", "1"]) == 1
+    assert "pip install 'rope-ref[cupy]'" in capsys.readouterr().err
