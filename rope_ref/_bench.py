@@ -128,7 +128,8 @@ def _host_dtype(name: str) -> np.dtype[Any]:
         except ImportError:
             msg = "bfloat16 cases need ml_dtypes: pip install ml_dtypes"
             raise Unavailable(msg) from None
-        return np.dtype(ml_dtypes.bfloat16)
+        bfloat16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bfloat16
     return np.dtype(name)
 
 
