@@ -1,0 +1,31 @@
+// Rotary position embedding, CUDA kernel. The thread body lives in rope.cuh (shared with the
+// host emulation); this file only maps CUDA's block/thread indices onto it.
+//
+// Loaded by rope_ref.backends.cupy_cuda with cupy.RawModule (NVRTC), which replaces the
+// include line below by the text of rope.cuh. One launch rotates one tensor or both q and k:
+// blocks [0, t[1].first_block) belong to t[0], the rest to t[1]. Each branch below passes a
+// statically indexed tensor, so every field is read straight from the kernel parameters.
+#include "rope.cuh"
+
+template <class T, bool INTERLEAVED, bool VECTOR>
+__global__ void __launch_bounds__(ROPE_BLOCK, ROPE_MIN_BLOCKS) rope_kernel(const RopeParams p) {
+  const long long block = blockIdx.x;
+  if (rope_tensor_of_block(p, block) == 0) {
+    rope_thread_of<T, INTERLEAVED, VECTOR>(p, p.t[0], block, threadIdx.x, blockDim.x);
+  } else {
+    rope_thread_of<T, INTERLEAVED, VECTOR>(p, p.t[1], block, threadIdx.x, blockDim.x);
+  }
+}
+
+// Every variant, so that `nvcc -c rope.cu` compiles (and checks) all of them; the launcher asks
+// NVRTC for the same names: rope_kernel<T, interleaved, vector>.
+#define ROPE_INSTANTIATE(T)                                                   \
+  template __global__ void rope_kernel<T, false, false>(const RopeParams);   \
+  template __global__ void rope_kernel<T, false, true>(const RopeParams);    \
+  template __global__ void rope_kernel<T, true, false>(const RopeParams);    \
+  template __global__ void rope_kernel<T, true, true>(const RopeParams);
+
+ROPE_INSTANTIATE(rope_f16)
+ROPE_INSTANTIATE(rope_bf16)
+ROPE_INSTANTIATE(float)
+ROPE_INSTANTIATE(double)
