@@ -9,7 +9,7 @@ use (``rr.scaling.YaRN``), so ``import rope_ref`` stays light.
 """
 
 import importlib
-from types import ModuleType
+import types
 
 from rope_ref._api import apply_rope, apply_rope_qk
 from rope_ref._dispatch import available_backends
@@ -22,25 +22,33 @@ from rope_ref._frequencies import (
 )
 from rope_ref._layout import convert_layout, feature_order, permute_weights
 from rope_ref._matrix import rotation_matrix
+from rope_ref._multiaxis import axial_freqs, mrope_positions, patch_positions
+from rope_ref._rerotate import rerotate
 from rope_ref._sinusoidal import sinusoidal_embedding
 from rope_ref._spec import RopeSpec, ScalingRule, XPosRule
+from rope_ref._xpos import XPos
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "RopeSpec",
     "ScalingRule",
+    "XPos",
     "XPosRule",
     "__version__",
     "apply_rope",
     "apply_rope_qk",
     "attention_factor",
     "available_backends",
+    "axial_freqs",
     "convert_layout",
     "feature_order",
     "inv_freq",
+    "mrope_positions",
     "pair_axes",
+    "patch_positions",
     "permute_weights",
+    "rerotate",
     "rope_angles",
     "rope_cos_sin",
     "rotation_matrix",
@@ -51,7 +59,7 @@ __all__ = [
 _LAZY_SUBMODULES = ("analysis", "attention", "scaling", "testing")
 
 
-def __getattr__(name: str) -> ModuleType:
+def __getattr__(name: str) -> types.ModuleType:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"rope_ref.{name}")
     msg = f"module 'rope_ref' has no attribute {name!r}"

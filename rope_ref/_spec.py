@@ -164,12 +164,110 @@ class RopeSpec:
                 f"got base={base!r}, scaling={self.scaling!r}."
             )
             raise ValueError(msg)
-        _check_scaling(self.scaling)
+        _check_scaling(self.scaling, rotary_dim)
         _check_xpos(self.xpos)
         self._set("sections", _check_sections(self.sections, rotary_dim // 2, self.section_order))
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_hf(
+        cls,
+        config: object,
+        *,
+        layer_type: str | None = None,
+        section_order: SectionOrder | None = None,
+    ) -> RopeSpec:
+        """The spec of a Hugging Face transformers config (a config.json dict or object).
+
+        Reads the current ``rope_parameters`` format and the legacy ``rope_theta`` +
+        ``rope_scaling`` one; ``head_dim`` (else ``hidden_size // num_attention_heads``),
+        ``partial_rotary_factor``, ``max_position_embeddings``,
+        ``original_max_position_embeddings`` and ``mrope_section`` (Qwen-VL model types
+        without one get their HF rotary module's default). Nested VL configs are read
+        from their ``text_config``; ``rope_type="axial"`` (Qwen-VL vision towers) gives
+        the axial spec of `rope_ref.axial_freqs`.
+
+        Parameters
+        ----------
+        config : mapping or transformers.PretrainedConfig
+            The model configuration.
+        layer_type : str, optional
+            For configs with one RoPE per layer type (Gemma 3/4): which one, e.g.
+            ``"full_attention"``.
+        section_order : {"chunked", "interleaved"}, optional
+            M-RoPE pair assignment. By default ``"interleaved"`` for Qwen3-VL configs (or an
+            ``mrope_interleaved`` flag) and ``"chunked"`` otherwise (Qwen2/2.5-VL).
+
+        Returns
+        -------
+        RopeSpec
+            Half layout (HF's ``rotate_half``), rotating the first ``rotary_dim`` features.
+
+        Raises
+        ------
+        ValueError
+            If the config has no usable head size, an unknown ``rope_type``, an odd rotary
+            dimension, or parameters the scaling rule rejects.
+
+        See Also
+        --------
+        to_hf : the inverse.
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> config = {"hidden_size": 4096, "num_attention_heads": 32,
+        ...           "max_position_embeddings": 131072,
+        ...           "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0,
+        ...                               "factor": 8.0, "low_freq_factor": 1.0,
+        ...                               "high_freq_factor": 4.0,
+        ...                               "original_max_position_embeddings": 8192}}
+        >>> spec = rr.RopeSpec.from_hf(config)
+        >>> spec.head_dim, spec.base, spec.scaling
+        (128, 500000.0, Llama3(factor=8.0, original_max_position=8192, low_freq_factor=1.0, \
+high_freq_factor=4.0))
+        """
+        from rope_ref._hf import spec_from_hf
+
+        return spec_from_hf(config, layer_type=layer_type, section_order=section_order)
+
+    def to_hf(self, *, max_position_embeddings: int | None = None) -> dict[str, object]:
+        """Hugging Face config.json entries of this spec (current ``rope_parameters`` format).
+
+        Parameters
+        ----------
+        max_position_embeddings : int, optional
+            Written when given; a `rope_ref.scaling.DynamicNTK` rule writes its own.
+
+        Returns
+        -------
+        dict
+            ``head_dim``, ``rope_parameters`` (``rope_type``, ``rope_theta``, the rule's
+            parameters, ``partial_rotary_factor`` when ``rotary_dim < head_dim``,
+            ``mrope_section``) and, when known, ``max_position_embeddings``.
+
+        Raises
+        ------
+        ValueError
+            If HF cannot express the spec: the interleaved layout, ``rotary_start != 0``,
+            custom `freqs`, xPos, interleaved sections other than Qwen3-VL's three, or a
+            rule with no HF type (`rope_ref.scaling.NTKAware`).
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> spec = rr.RopeSpec(head_dim=64, scaling=rr.scaling.Linear(2.0))
+        >>> spec.to_hf()
+        {'head_dim': 64, 'rope_parameters': {'rope_type': 'linear', 'rope_theta': 10000.0, \
+'factor': 2.0}}
+        >>> rr.RopeSpec.from_hf(spec.to_hf()) == spec
+        True
+        """
+        from rope_ref._hf import spec_to_hf
+
+        return spec_to_hf(self, max_position_embeddings=max_position_embeddings)
 
     @property
     def n_pairs(self) -> int:
@@ -244,7 +342,7 @@ def _check_freqs(value: object, n_pairs: int) -> tuple[float, ...] | None:
     return freqs
 
 
-def _check_scaling(value: object) -> None:
+def _check_scaling(value: object, rotary_dim: int) -> None:
     if value is None:
         return
     if not isinstance(value, ScalingRule):
@@ -254,6 +352,9 @@ def _check_scaling(value: object) -> None:
         )
         raise TypeError(msg)
     _check_hashable("scaling", value)
+    check = getattr(value, "check_rotary_dim", None)
+    if callable(check):  # optional: rules whose parameters depend on rotary_dim (LongRoPE)
+        check(rotary_dim)
 
 
 def _check_xpos(value: object) -> None:

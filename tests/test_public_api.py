@@ -65,3 +65,18 @@ def test_signatures_follow_the_design_contract():
         "role",
     ]
     assert params["backend"].default == "reference"
+
+
+def test_scaling_is_lazy_and_its_public_names_have_examples():
+    code = "import sys, rope_ref; print('rope_ref.scaling' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+    scaling = rr.scaling
+    public = {name for name in dir(scaling) if not name.startswith("_")}
+    assert set(scaling.__all__) == {n for n in public if not inspect.ismodule(getattr(scaling, n))}
+    for name in scaling.__all__:
+        assert ">>>" in (getattr(scaling, name).__doc__ or ""), name
+    for name in ("from_hf", "to_hf"):
+        assert ">>>" in (getattr(rr.RopeSpec, name).__doc__ or ""), name

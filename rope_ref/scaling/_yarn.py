@@ -1,0 +1,198 @@
+"""YaRN: NTK-by-parts interpolation with an attention temperature."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref.scaling._checks import (
+    check_bool,
+    check_context_length,
+    check_optional_positive,
+    check_optional_real,
+    check_positive,
+    set_field,
+)
+
+__all__ = ["YaRN", "yarn_mscale"]
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    r"""YaRN's temperature term: :math:`0.1\,m \ln s + 1` for :math:`s > 1`, else 1.
+
+    Examples
+    --------
+    >>> from rope_ref.scaling import yarn_mscale
+    >>> yarn_mscale(1.0), round(yarn_mscale(4.0), 6)
+    (1.0, 1.138629)
+    """
+    if factor <= 1.0:
+        return 1.0
+    return 0.1 * mscale * math.log(factor) + 1.0
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class YaRN:
+    r"""YaRN: interpolate low frequencies, keep high ones, ramp in between.
+
+    Parameters
+    ----------
+    factor : float
+        Context-extension factor :math:`s > 0`.
+    original_max_position : int
+        :math:`L_0`, the pre-training context length (HF
+        ``original_max_position_embeddings``).
+    beta_fast, beta_slow : float, default 32.0 and 1.0
+        Rotation counts over :math:`L_0` that bound the ramp: pairs turning more than
+        `beta_fast` times keep their frequency, pairs turning fewer than `beta_slow` times
+        are interpolated. Positive.
+    mscale, mscale_all_dim : float, optional
+        DeepSeek-style temperature: when both are non-zero the attention factor is
+        ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``.
+    attention_factor : float, optional
+        Explicit attention factor (positive); overrides the two above.
+    truncate : bool, default True
+        Round the ramp's ends outwards to whole pair indices (floor/ceil). GPT-OSS sets
+        ``truncate: false``.
+
+    Raises
+    ------
+    ValueError
+        If a number is not finite, or `factor`, `original_max_position`, `beta_fast`,
+        `beta_slow` or `attention_factor` is not positive; the message names the field.
+    TypeError
+        If `truncate` is not a bool.
+
+    Notes
+    -----
+    With :math:`d` = `rotary_dim` and base :math:`b`, the ramp's ends are the pair indices
+    whose wavelength fits :math:`\beta` turns in :math:`L_0`,
+
+    .. math::
+        c(\beta) = \frac{d \ln\bigl(L_0 / (2\pi\beta)\bigr)}{2 \ln b}, \qquad
+        lo = \max(\lfloor c(\beta_{fast}) \rfloor, 0), \quad
+        hi = \min(\lceil c(\beta_{slow}) \rceil, d - 1)
+
+    (no floor/ceil when `truncate` is False; :math:`hi` is raised by 0.001 when it equals
+    :math:`lo`). With :math:`r_j = \mathrm{clip}((j - lo)/(hi - lo), 0, 1)`,
+
+    .. math::
+        \theta'_j = \theta_j \Bigl(\frac{r_j}{s} + 1 - r_j\Bigr).
+
+    The attention factor :math:`a` = `attention_factor`, else the mscale ratio, else
+    :math:`0.1 \ln s + 1` (1 for :math:`s \le 1`), multiplies cos and sin, so attention
+    logits carry :math:`a^2`. All of this is HF's ``_compute_yarn_parameters``, including
+    the clamp of :math:`hi` to :math:`d - 1` rather than :math:`d/2 - 1`.
+
+    Where peers differ (see the variants pages): vLLM's ``deepseek_yarn``, mlx-lm and ggml
+    always floor/ceil (they ignore ``truncate=False``); mlx-lm ignores an explicit
+    ``attention_factor`` and scales the input ``x`` instead of cos/sin; ggml also multiplies
+    the factor into cos/sin but computes :math:`1 + 0.1\ln(1/\text{freq\_scale})` without the
+    :math:`s \le 1` clamp, and guards the ramp with ``max(0.001, hi - lo)``; DeepSeek models
+    multiply ``yarn_mscale(s, mscale_all_dim) ** 2`` into the softmax scale, outside RoPE.
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> rule = rr.scaling.YaRN(4.0, original_max_position=4096)
+    >>> spec = rr.RopeSpec(head_dim=128, scaling=rule)
+    >>> round(rr.attention_factor(spec), 6)
+    1.138629
+    >>> theta, plain = rr.inv_freq(spec), rr.inv_freq(rr.RopeSpec(head_dim=128))
+    >>> float(theta[0] / plain[0]), float(theta[-1] / plain[-1])
+    (1.0, 0.25)
+    """
+
+    factor: float
+    original_max_position: int
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor_value: float | None = None
+    truncate: bool = True
+
+    def __init__(
+        self,
+        factor: float,
+        original_max_position: int,
+        beta_fast: float = 32.0,
+        beta_slow: float = 1.0,
+        mscale: float | None = None,
+        mscale_all_dim: float | None = None,
+        attention_factor: float | None = None,
+        truncate: bool = True,
+    ) -> None:
+        set_field(self, "factor", check_positive("factor", factor))
+        set_field(
+            self,
+            "original_max_position",
+            check_context_length("original_max_position", original_max_position),
+        )
+        set_field(self, "beta_fast", check_positive("beta_fast", beta_fast))
+        set_field(self, "beta_slow", check_positive("beta_slow", beta_slow))
+        set_field(self, "mscale", check_optional_real("mscale", mscale))
+        set_field(self, "mscale_all_dim", check_optional_real("mscale_all_dim", mscale_all_dim))
+        set_field(
+            self,
+            "attention_factor_value",
+            check_optional_positive("attention_factor", attention_factor),
+        )
+        set_field(self, "truncate", check_bool("truncate", truncate))
+
+    def __repr__(self) -> str:
+        fields = {
+            "factor": self.factor,
+            "original_max_position": self.original_max_position,
+            "beta_fast": self.beta_fast,
+            "beta_slow": self.beta_slow,
+            "mscale": self.mscale,
+            "mscale_all_dim": self.mscale_all_dim,
+            "attention_factor": self.attention_factor_value,
+            "truncate": self.truncate,
+        }
+        return "YaRN(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
+
+    def correction_range(self, *, base: float, rotary_dim: int) -> tuple[float, float]:
+        """The ramp's ends ``(lo, hi)`` in pair indices, as HF computes them.
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> rr.scaling.YaRN(4.0, 4096).correction_range(base=10000.0, rotary_dim=128)
+        (20, 46)
+        """
+
+        def index(turns: float) -> float:
+            length = self.original_max_position / (turns * 2.0 * math.pi)
+            return rotary_dim * math.log(length) / (2.0 * math.log(base))
+
+        lo, hi = index(self.beta_fast), index(self.beta_slow)
+        if self.truncate:
+            lo, hi = math.floor(lo), math.ceil(hi)
+        return max(lo, 0), min(hi, rotary_dim - 1)
+
+    def inv_freq(
+        self, inv_freq: NDArray[np.float64], *, base: float, rotary_dim: int, seq_len: float | None
+    ) -> NDArray[np.float64]:
+        r"""Return :math:`\theta_j (r_j / s + 1 - r_j)`."""
+        lo, hi = self.correction_range(base=base, rotary_dim=rotary_dim)
+        if lo == hi:
+            hi += 0.001  # HF's guard against a zero-width ramp
+        j = np.arange(rotary_dim // 2, dtype=np.float64)
+        ramp = np.clip((j - lo) / (hi - lo), 0.0, 1.0)
+        theta = np.asarray(inv_freq, dtype=np.float64)
+        return theta / self.factor * ramp + theta * (1.0 - ramp)
+
+    def attention_factor(self, *, seq_len: float | None) -> float:
+        """Return the factor multiplied into cos and sin (see Notes)."""
+        if self.attention_factor_value is not None:
+            return self.attention_factor_value
+        if self.mscale and self.mscale_all_dim:
+            return yarn_mscale(self.factor, self.mscale) / yarn_mscale(
+                self.factor, self.mscale_all_dim
+            )
+        return yarn_mscale(self.factor)
