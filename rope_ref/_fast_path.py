@@ -28,7 +28,7 @@ __all__ = ["numpy_kernel_call"]
 #: Positions per cached block of decode tables.
 BLOCK = 1024
 
-_KERNEL_DTYPES = {
+_KERNEL_DTYPES: dict[np.dtype[Any], np.dtype[Any]] = {
     np.dtype(np.float16): np.dtype(np.float32),
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float64),
@@ -98,17 +98,18 @@ def _tables(
     slice equals a direct build. Length-dependent scalings with an implied `seq_len`
     (which would depend on the block) are built directly.
     """
-    block, start = divmod(offset, BLOCK) if type(offset) is int else (None, 0)
-    fits = block is not None and block >= 0 and start + length <= BLOCK
-    if fits and (spec.scaling is None or seq_len is not None):
-        key = ("block", spec, block, seq_len, dtype)
-        cos, sin = table_cache.get_or_build(
-            key, lambda: _offset_tables(spec, BLOCK, block * BLOCK, seq_len, dtype)
-        )
-        return cos[start : start + length], sin[start : start + length]
-    key = ("offset", spec, length, type(offset), offset, seq_len, dtype)
+    if type(offset) is int and (spec.scaling is None or seq_len is not None):
+        block, start = divmod(offset, BLOCK)
+        if block >= 0 and start + length <= BLOCK:
+            first = block * BLOCK
+            cos, sin = table_cache.get_or_build(
+                ("block", spec, block, seq_len, dtype),
+                lambda: _offset_tables(spec, BLOCK, first, seq_len, dtype),
+            )
+            return cos[start : start + length], sin[start : start + length]
     return table_cache.get_or_build(
-        key, lambda: _offset_tables(spec, length, offset, seq_len, dtype)
+        ("offset", spec, length, type(offset), offset, seq_len, dtype),
+        lambda: _offset_tables(spec, length, offset, seq_len, dtype),
     )
 
 
