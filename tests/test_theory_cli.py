@@ -1,0 +1,103 @@
+"""`rope-ref bound` and `rope-ref plot`, run as a user would."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import numpy as np
+import pytest
+
+from rope_ref._cli import main
+from rope_ref._progress import ProgressBar
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def worst(dim, length, base):
+    theta = base ** (-2.0 * np.arange(dim // 2) / dim)
+    m = np.arange(length + 1, dtype=np.float64)
+    return float(np.cos(np.multiply.outer(m, theta)).sum(axis=1).min())
+
+
+def test_bound_prints_a_table_in_the_order_given(capsys):
+    assert main(["bound", "--dim", "32", "--context", "300", "--context", "100"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "smallest base" in lines[0]
+    assert "d = 32" in lines[0]
+    rows = [line.split() for line in lines[1:]]
+    assert [r[0] for r in rows] == ["300", "100"]
+    for length, value in ((300, float(rows[0][1])), (100, float(rows[1][1]))):
+        # printed to 6 significant digits: just above passes, clearly below fails
+        assert worst(32, length, value * (1 + 1e-5)) >= 0
+        assert worst(32, length, value * (1 - 1e-3)) < 0
+
+
+def test_bound_reports_an_impossible_request(capsys):
+    assert main(["bound", "--dim", "2", "--context", "10"]) == 2
+    assert "no base works" in capsys.readouterr().err
+
+
+def test_bound_needs_a_context(capsys):
+    with pytest.raises(SystemExit):
+        main(["bound", "--dim", "64"])
+
+
+@pytest.mark.parametrize("figure", ["decay", "discrimination", "wavelengths"])
+def test_plot_writes_a_png(tmp_path, capsys, figure):
+    out = tmp_path / f"{figure}.png"
+    assert main(["plot", figure, "--out", str(out), "--dim", "64"]) == 0
+    assert out.read_bytes().startswith(PNG)
+    assert str(out) in capsys.readouterr().out
+
+
+def test_plot_bound_writes_a_png(tmp_path, monkeypatch):
+    from rope_ref import _analysis_plots
+
+    monkeypatch.setattr(_analysis_plots, "BOUND_CONTEXTS", (64, 128, 256))
+    out = tmp_path / "bound.png"
+    assert main(["plot", "bound", "--out", str(out), "--dim", "32"]) == 0
+    assert out.read_bytes().startswith(PNG)
+
+
+def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delitem(sys.modules, "rope_ref._analysis_plots", raising=False)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    out = tmp_path / "x.png"
+    assert main(["plot", "decay", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err
+    assert "rope-ref[plot]" in err
+    assert not out.exists()
+
+
+def test_plot_rejects_a_bad_dim(tmp_path, capsys):
+    assert main(["plot", "decay", "--out", str(tmp_path / "x.png"), "--dim", "7"]) == 2
+    assert "--dim must be even" in capsys.readouterr().err
+
+
+def test_plot_rejects_an_unknown_figure(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["plot", "spectrum", "--out", str(tmp_path / "x.png")])
+
+
+def test_progress_bar_draws_and_finishes_the_line():
+    stream = io.StringIO()
+    bar = ProgressBar("job", width=10, stream=stream, force=True)
+    bar.update(0.5, "half", now=True)
+    bar.update(2.0, "clipped", now=True)
+    bar.close()
+    text = stream.getvalue()
+    assert "job [#####.....]  50% half" in text
+    assert "job [##########] 100% clipped" in text
+    assert text.endswith("\n")
+
+
+def test_progress_bar_is_silent_off_a_terminal():
+    stream = io.StringIO()
+    bar = ProgressBar("job", stream=stream)
+    bar.update(0.5, now=True)
+    bar.close()
+    assert stream.getvalue() == ""
