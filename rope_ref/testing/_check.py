@@ -1,0 +1,356 @@
+"""The engine of `rope-ref check`: drive a callable with Hypothesis, shrink, diagnose.
+
+Nothing here prints; `rope_ref._check_cli` turns a `Report` into text and an exit status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rope_ref._spec import RopeSpec
+from rope_ref.testing._assert import describe_worst
+from rope_ref.testing._compare import Comparison, compare
+from rope_ref.testing._conventions import (
+    PER_ROW,
+    TORCH_CONVENTIONS,
+    Case,
+    OutputError,
+    TargetError,
+    run_case,
+)
+from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._target import UsageError, describe_exception, load_target
+
+__all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
+
+#: Most tokens, batch rows and heads of a drawn case.
+MAX_BATCH, MAX_HEADS, MAX_SEQ = 3, 3, 8
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """What to check and how: the parsed command line."""
+
+    convention: str
+    spec: RopeSpec
+    layout: str  # "auto", "half" or "interleaved"
+    dtype: str
+    max_position: int
+    examples: int
+    seed: int = 0
+    device: str = "cpu"
+
+    @property
+    def angle_dtype(self) -> str | None:
+        """Angle precision of the model: exact tables for the table-driven conventions."""
+        return "float64" if self.convention in TORCH_CONVENTIONS else None
+
+
+@dataclass
+class Evaluation:
+    """One call of the checked function: comparisons, or what went wrong."""
+
+    comparisons: list[tuple[str, Comparison]] = field(default_factory=list)
+    error: BaseException | None = None
+    output_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call returned results that all match the oracle."""
+        return (
+            self.error is None
+            and self.output_error is None
+            and all(c.ok for _, c in self.comparisons)
+        )
+
+    def worst(self) -> tuple[str, Comparison] | None:
+        """The compared output with the largest error relative to its tolerance."""
+        if not self.comparisons:
+            return None
+        return max(self.comparisons, key=lambda lc: float(np.max(lc[1].ratio, initial=0.0)))
+
+
+@dataclass
+class Report:
+    """The verdict of a check, and what supports it."""
+
+    status: str  # "conformant", "mismatch", "error"
+    layout: str
+    layout_note: str
+    examples: int
+    max_error: float = 0.0
+    max_ratio: float = 0.0
+    model: str = ""
+    counterexample: Case | None = None
+    worst: str | None = None
+    diagnosis: Diagnosis | None = None
+    error: str | None = None
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        """0 when conformant, 1 otherwise."""
+        return 0 if self.status == "conformant" else 1
+
+
+# -- evaluating --------------------------------------------------------------------------------
+
+
+def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Case) -> Evaluation:
+    """Call `fn` on `case` and compare every result with the oracle."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the checked code's warnings are not verdicts
+            outputs = run_case(fn, cfg.convention, case, spec, dtype=cfg.dtype, device=cfg.device)
+    except TargetError as err:
+        return Evaluation(error=err.error)
+    except OutputError as err:
+        return Evaluation(output_error=str(err))
+    evaluation = Evaluation()
+    for out in outputs:
+        shape = tuple(getattr(out.actual, "shape", ()))
+        if shape != out.setup.x.shape:
+            evaluation.output_error = (
+                f"the result for {out.label} has shape {shape}; expected {out.setup.x.shape}."
+            )
+            return evaluation
+        try:
+            c = compare(out.actual, out.setup, angle_dtype=cfg.angle_dtype)
+        except (TypeError, ValueError) as err:
+            evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
+            return evaluation
+        evaluation.comparisons.append((out.label, c))
+    return evaluation
+
+
+def _spec_with_layout(spec: RopeSpec, layout: str) -> RopeSpec:
+    return dataclasses.replace(spec, layout=layout)  # type: ignore[arg-type]
+
+
+def probe_positions(max_position: int) -> np.ndarray:
+    """Positions of the probe: 0..8, the 2^k +- 1 edges, a geometric sweep, the maximum."""
+    small = np.arange(min(9, max_position + 1))
+    edges = [2**k + d for k in (8, 11, 24) for d in (-1, 0, 1)]
+    sweep = np.geomspace(16, max(max_position, 16), 16).round().astype(np.int64)
+    values = np.concatenate([small, edges, sweep, [max_position]])
+    return np.unique(values[(values >= 0) & (values <= max_position)]).astype(np.int64)
+
+
+def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
+    """A deterministic case with many positions (two batch rows, two heads)."""
+    p = probe_positions(cfg.max_position) if positions is None else positions
+    if cfg.convention in PER_ROW:
+        p = np.stack([p, np.roll(p, len(p) // 2)])
+    return Case(batch=2, heads=2, seq=p.shape[-1], positions=p, seed=12345)
+
+
+def _single(cfg: CheckConfig, position: int) -> Case:
+    p = np.array([position], dtype=np.int64)
+    return Case(
+        batch=1, heads=1, seq=1, positions=p[None, :] if cfg.convention in PER_ROW else p, seed=1
+    )
+
+
+def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
+    """The layout to check against, and a note on how it was chosen."""
+    if cfg.layout != "auto":
+        return cfg.layout, "as given"
+    scores: dict[str, float] = {}
+    for layout in ("half", "interleaved"):
+        ev = evaluate(fn, cfg, _spec_with_layout(cfg.spec, layout), probe_case(cfg))
+        worst = ev.worst()
+        if ev.error is not None or ev.output_error is not None or worst is None:
+            scores[layout] = np.inf
+        else:
+            scores[layout] = float(np.max(worst[1].ratio, initial=0.0))
+    best = min(scores, key=lambda k: scores[k])
+    if scores[best] <= 1.0:
+        return best, "detected"
+    if np.isinf(scores[best]):
+        return "half", "not detected: the probe call failed, so checked against 'half'"
+    return best, "not detected: neither layout matches, so checked against the closer one"
+
+
+# -- searching ---------------------------------------------------------------------------------
+
+
+class _MismatchError(Exception):
+    def __init__(self, case: Case, evaluation: Evaluation) -> None:
+        super().__init__("mismatch")
+        self.case = case
+        self.evaluation = evaluation
+
+
+@dataclass
+class _Stats:
+    examples: int = 0
+    max_error: float = 0.0
+    max_ratio: float = 0.0
+
+    def add(self, ev: Evaluation) -> None:
+        self.examples += 1
+        for _, c in ev.comparisons:
+            if c.error.size:
+                self.max_error = max(self.max_error, float(np.max(c.error)))
+                self.max_ratio = max(self.max_ratio, float(np.max(c.ratio)))
+
+
+def _cases(cfg: CheckConfig) -> Any:
+    from hypothesis import strategies as st
+
+    from rope_ref.testing.strategies import positions
+
+    @st.composite
+    def cases(draw: st.DrawFn) -> Case:
+        batch = draw(st.integers(1, MAX_BATCH))
+        heads = draw(st.integers(1, MAX_HEADS))
+        seq = draw(st.integers(1, MAX_SEQ))
+        shape = (batch, seq) if cfg.convention in PER_ROW else (seq,)
+        p = draw(positions(shape, min_value=0, max_value=cfg.max_position))
+        return Case(batch, heads, seq, p, draw(st.integers(0, 2**32 - 1)))
+
+    return cases()
+
+
+def search(
+    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec
+) -> tuple[_Stats, _MismatchError | None]:
+    """Run Hypothesis over drawn cases; return statistics and the shrunk failure, if any."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+    stats = _Stats()
+
+    @seed(cfg.seed)
+    @settings(
+        max_examples=cfg.examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=False,
+        print_blob=False,
+    )
+    @given(_cases(cfg))
+    def run(case: Case) -> None:
+        ev = evaluate(fn, cfg, spec, case)
+        stats.add(ev)
+        if not ev.ok:
+            raise _MismatchError(case, ev)
+
+    try:
+        run()
+    except _MismatchError as found:
+        return stats, found
+    return stats, None
+
+
+# -- diagnosing --------------------------------------------------------------------------------
+
+
+def _diagnose_evaluation(ev: Evaluation) -> tuple[Diagnosis | None, str | None, Comparison | None]:
+    worst = ev.worst()
+    if worst is None:
+        return None, None, None
+    label, c = worst
+    if c.ok:
+        return None, None, c
+    return diagnose(c), f"{label}: {describe_worst(c)}", c
+
+
+def _threshold(c: Comparison) -> tuple[int, int] | None:
+    """(last good, first bad) position when failures start at a position, else None."""
+    rows = np.any(c.failed, axis=-1)
+    p = np.abs(c.setup.row_positions)
+    good = ~rows & (p > 0)
+    if not np.any(rows) or not np.any(good):
+        return None
+    last_good, first_bad = int(np.max(p[good])), int(np.min(p[rows]))
+    return (last_good, first_bad) if last_good < first_bad else None
+
+
+def _refine(
+    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, bounds: tuple[int, int]
+) -> int:
+    """Smallest failing position between `bounds` (bisection with one-token calls)."""
+    good, bad = bounds
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if evaluate(fn, cfg, spec, _single(cfg, mid)).ok:
+            good = mid
+        else:
+            bad = mid
+    return bad
+
+
+def explain(
+    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, found: _MismatchError
+) -> tuple[Diagnosis | None, str | None]:
+    """Diagnosis of a failure: from the probe case when it tells more, else the minimum."""
+    minimal, worst, _ = _diagnose_evaluation(found.evaluation)
+    probe = evaluate(fn, cfg, spec, probe_case(cfg))
+    from_probe, _, c = _diagnose_evaluation(probe)
+    if from_probe is None or c is None or from_probe.cause == "unknown":
+        return minimal, worst
+    bounds = _threshold(c)
+    if from_probe.cause in ("identity", "position_range") and bounds is not None:
+        first_bad = _refine(fn, cfg, spec, bounds)
+        near = np.arange(max(first_bad - 3, 1), min(first_bad + 3, cfg.max_position + 1))
+        sharper = evaluate(fn, cfg, spec, probe_case(cfg, np.concatenate([[0, 1], near])))
+        refined, _, _ = _diagnose_evaluation(sharper)
+        if refined is not None and refined.cause == from_probe.cause:
+            return refined, worst
+    return from_probe, worst
+
+
+def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
+    """Check `fn` under `cfg` and return the verdict."""
+    layout, note = detect_layout(fn, cfg)
+    spec = _spec_with_layout(cfg.spec, layout)
+    try:
+        stats, found = search(fn, cfg, spec)
+    except Exception as err:  # Hypothesis gave up (e.g. a flaky, non-deterministic target)
+        return Report(
+            status="error",
+            layout=layout,
+            layout_note=note,
+            examples=0,
+            error=f"the search could not complete: {describe_exception(err)}",
+        )
+    model = ""
+    sample = evaluate(fn, cfg, spec, _single(cfg, 1))
+    if sample.comparisons and sample.comparisons[0][1].model is not None:
+        model = sample.comparisons[0][1].model.describe()
+    report = Report(
+        status="conformant" if found is None else "mismatch",
+        layout=layout,
+        layout_note=note,
+        examples=stats.examples,
+        max_error=stats.max_error,
+        max_ratio=stats.max_ratio,
+        model=model,
+    )
+    if found is None:
+        return report
+    report.counterexample = found.case
+    ev = found.evaluation
+    if ev.error is not None:
+        report.status = "error"
+        report.error = f"the checked function raised {describe_exception(ev.error)}"
+    elif ev.output_error is not None:
+        report.status = "error"
+        report.error = ev.output_error
+    else:
+        try:
+            report.diagnosis, report.worst = explain(fn, cfg, spec, found)
+        except Exception as err:  # the probes call the checked code again
+            report.details.append(f"no diagnosis: {describe_exception(err)}")
+    return report

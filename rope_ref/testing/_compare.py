@@ -1,0 +1,224 @@
+"""Compare a third-party RoPE result with the oracle under the error model, on the host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref._api import apply_rope
+from rope_ref._compat import host_namespace, is_array
+from rope_ref._frequencies import max_plus_one, rope_angles
+from rope_ref._positions import (
+    as_positions,
+    check_offset,
+    default_positions,
+    lay_out,
+    normalize_seq_axis,
+    shift,
+)
+from rope_ref._reference import split_pairs
+from rope_ref._spec import RopeSpec, check_spec
+from rope_ref._typing import Role
+from rope_ref.testing._tolerance import ErrorModel, dtype_name, error_model, host64
+
+__all__ = ["Comparison", "Setup", "compare", "setup"]
+
+F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything about the inputs the oracle needs, on the host in float64.
+
+    `grid` holds the position of every row of `x`, shape ``x.shape[:-1]`` (plus the axis
+    of a multi-axis spec), offset included; `seq_len` is the one the oracle used.
+    """
+
+    x: F64
+    spec: RopeSpec
+    grid: F64
+    seq_axis: int
+    inverse: bool
+    seq_len: float | None
+    role: Role | None
+    dtype: str
+
+    def oracle(
+        self,
+        *,
+        spec: RopeSpec | None = None,
+        grid: F64 | None = None,
+        inverse: bool | None = None,
+    ) -> F64:
+        """The exact (float64) result, optionally with one ingredient replaced."""
+        return np.asarray(
+            apply_rope(
+                self.x,
+                self.spec if spec is None else spec,
+                self.grid if grid is None else grid,
+                seq_axis=self.seq_axis,
+                inverse=self.inverse if inverse is None else inverse,
+                seq_len=self.seq_len,
+                role=self.role,
+            ),
+            dtype=np.float64,
+        )
+
+    @property
+    def row_positions(self) -> F64:
+        """Position of each row, shape ``x.shape[:-1]`` (first axis of a multi-axis spec)."""
+        return self.grid if self.spec.sections is None else self.grid[..., 0]
+
+    def max_angles(self, spec: RopeSpec | None = None) -> F64:
+        """Largest |angle| of each row, shape ``x.shape[:-1]``."""
+        angles = np.asarray(rope_angles(spec or self.spec, self.grid, self.seq_len))
+        if angles.shape[-1] == 0:
+            return np.zeros(self.x.shape[:-1])
+        return np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of `compare`: errors and tolerances per element, and what produced them."""
+
+    setup: Setup
+    actual: F64
+    expected: F64
+    error: F64
+    tolerance: F64
+    model: ErrorModel | None
+
+    @property
+    def ratio(self) -> F64:
+        """``error / tolerance`` per element (inf where the tolerance is 0 and error is not)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(self.error == 0.0, 0.0, self.error / self.tolerance)
+        return np.where(np.isnan(self.actual), np.inf, r)
+
+    @property
+    def failed(self) -> NDArray[np.bool_]:
+        """Mask of elements outside the tolerance (NaN counts as outside)."""
+        return ~(self.error <= self.tolerance)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every element is within tolerance."""
+        return not bool(np.any(self.failed))
+
+    @property
+    def worst(self) -> tuple[int, ...]:
+        """Index of the element with the largest error relative to its tolerance."""
+        if self.error.size == 0:
+            return ()
+        return tuple(int(i) for i in np.unravel_index(np.argmax(self.ratio), self.error.shape))
+
+
+def setup(
+    x: Any,
+    spec: RopeSpec,
+    positions: Any = None,
+    *,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    seq_len: float | None = None,
+    role: Role | None = None,
+) -> Setup:
+    """Validate the inputs the way `apply_rope` does and bring them to the host."""
+    check_spec(spec)
+    if not is_array(x):
+        msg = f"`x` must be an array; got {type(x).__name__}."
+        raise TypeError(msg)
+    name = dtype_name(x.dtype)
+    x64 = host64(x)
+    if x64.ndim == 0 or x64.shape[-1] != spec.head_dim:
+        msg = (
+            f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+            f"got shape {tuple(x64.shape)}."
+        )
+        raise ValueError(msg)
+    hxp = host_namespace()
+    offset = check_offset(offset)
+    axis: int | None
+    if positions is None:
+        axis = normalize_seq_axis(seq_axis, x64.ndim)
+        p = default_positions(x64.shape[axis], offset, xp=hxp, dev=None, n_axes=spec.position_axes)
+    else:
+        raw = host64(positions) if is_array(positions) else positions
+        p = shift(as_positions(raw, xp=hxp, n_axes=spec.position_axes), offset, hxp)
+        is_1d = p.ndim == (1 if spec.sections is None else 2)
+        axis = normalize_seq_axis(seq_axis, x64.ndim) if is_1d else None
+    lead = tuple(x64.shape[:-1])
+    laid = lay_out(p, lead, axis, n_axes=spec.position_axes, xp=hxp)
+    trailing = () if spec.sections is None else (len(spec.sections),)
+    grid = np.broadcast_to(np.asarray(laid, dtype=np.float64), lead + trailing).copy()
+    if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
+        seq_len = max_plus_one(grid, hxp)
+    return Setup(
+        x=x64,
+        spec=spec,
+        grid=grid,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        role=role,
+        dtype=name,
+    )
+
+
+def pair_norms(spec: RopeSpec, y: F64) -> F64:
+    """Norm of the pair each feature belongs to (``|x|`` for pass-through features)."""
+    start, stop = spec.rotary_start, spec.rotary_stop
+    first, second = split_pairs(y[..., start:stop], layout=spec.layout)
+    r = np.hypot(first, second)
+    rotated = np.concatenate([r, r], axis=-1) if spec.layout == "half" else np.repeat(r, 2, axis=-1)
+    return np.concatenate([np.abs(y[..., :start]), rotated, np.abs(y[..., stop:])], axis=-1)
+
+
+def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> F64:
+    """Per-element tolerance: the model on rotated features, storage rounding elsewhere."""
+    spec = s.spec
+    norms = pair_norms(spec, expected)
+    tol = model.atol(s.max_angles()[..., None], norms)
+    passthrough = np.ones(spec.head_dim, dtype=bool)
+    passthrough[spec.rotary_start : spec.rotary_stop] = False
+    # Copied features: exact, up to one rounding if the result has a coarser dtype.
+    tol[..., passthrough] = 0.5 * actual_eps * norms[..., passthrough]
+    return np.asarray(tol, dtype=np.float64)
+
+
+def compare(
+    actual: Any,
+    s: Setup,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    angle_dtype: object = None,
+) -> Comparison:
+    """Compare `actual` with the oracle of `s`; raise ValueError if the shapes differ."""
+    if not is_array(actual) and not isinstance(actual, np.ndarray):
+        msg = f"`actual` must be an array; got {type(actual).__name__}."
+        raise TypeError(msg)
+    actual_name = dtype_name(actual.dtype)
+    a64 = host64(actual)
+    if a64.shape != s.x.shape:
+        msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
+        raise ValueError(msg)
+    expected = s.oracle()
+    error = np.abs(a64 - expected)
+    error[np.isnan(a64)] = np.inf
+    model: ErrorModel | None
+    if rtol is None and atol is None:
+        coarser = max(s.dtype, actual_name, key=lambda n: error_model(n).eps)
+        model = error_model(coarser, angle_dtype=angle_dtype)
+        tol = tolerance(s, expected, model, error_model(actual_name).eps)
+    else:
+        model = None
+        tol = float(atol or 0.0) + float(rtol or 0.0) * np.abs(expected)
+        tol = np.broadcast_to(tol, error.shape).astype(np.float64)
+    return Comparison(
+        setup=s, actual=a64, expected=expected, error=error, tolerance=tol, model=model
+    )

@@ -1,0 +1,309 @@
+"""Name the most likely cause of a RoPE mismatch by testing alternative explanations.
+
+Each check rebuilds the oracle with one ingredient changed (direction, layout, positions,
+rotated range, frequencies, scale, precision) and asks whether that explains the result
+under the error model. The checks run from the most specific to the most general.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from rope_ref._frequencies import attention_factor, inv_freq
+from rope_ref._typing import Layout
+from rope_ref.testing._compare import Comparison
+from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
+from rope_ref.testing._explain import (
+    CAUSES,
+    Diagnosis,
+    explains,
+    fmt,
+    pair_angles,
+    rotary_mask,
+    row_failed,
+    row_p,
+    wrap,
+)
+
+__all__ = ["CAUSES", "Diagnosis", "diagnose"]
+
+
+def diagnose(c: Comparison) -> Diagnosis:
+    """Return the first explanation of the mismatch in `c` (``"unknown"`` if none fits)."""
+    checks: tuple[Callable[[Comparison], Diagnosis | None], ...] = (
+        _non_finite,
+        _direction_or_layout,
+        _offset,
+        _positions_pattern,
+        _identity_beyond,
+        _rotary_range,
+        _scale,
+        rounded_inputs,
+        frequencies,
+        angle_precision,
+        _position_range,
+    )
+    for check in checks:
+        try:
+            with np.errstate(all="ignore"):  # candidates may overflow (float16 positions)
+                found = check(c)
+        except ValueError:  # a candidate the oracle rejects (e.g. non-finite positions)
+            continue
+        if found is not None:
+            return found
+    return Diagnosis("unknown", _unknown_message(c))
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+def _non_finite(c: Comparison) -> Diagnosis | None:
+    bad = ~np.isfinite(c.actual)
+    if not np.any(bad):
+        return None
+    return Diagnosis(
+        "non-finite",
+        f"{int(np.sum(bad))} element(s) of the result are NaN or infinite "
+        "(overflow, a division by zero, or uninitialised memory such as an unwritten output).",
+    )
+
+
+def _direction_or_layout(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    spec = s.spec
+    other: Layout = "interleaved" if spec.layout == "half" else "half"
+    swapped = dataclasses.replace(spec, layout=other)
+    pairs = {
+        "half": "(j, j + n/2) (GPT-NeoX / HF rotate_half)",
+        "interleaved": "(2j, 2j + 1) (GPT-J / Meta complex / RoFormer)",
+    }
+    if explains(c, s.oracle(inverse=not s.inverse)):
+        return Diagnosis(
+            "direction",
+            "the result is the inverse rotation (every angle negated): sin has the wrong "
+            "sign, or rotate_half returns (x2, -x1) instead of (-x2, x1).",
+        )
+    if explains(c, s.oracle(spec=swapped), spec=swapped):
+        return Diagnosis(
+            "layout",
+            f"the result pairs features {pairs[other]}, but the spec's layout "
+            f"{spec.layout!r} pairs {pairs[spec.layout]}; use layout={other!r} in the spec, "
+            "or permute the q/k weights (rope_ref.permute_weights).",
+        )
+    if explains(c, s.oracle(spec=swapped, inverse=not s.inverse), spec=swapped):
+        return Diagnosis(
+            "layout",
+            f"the result pairs features {pairs[other]} and also rotates the other way; "
+            f"the spec's layout is {spec.layout!r}.",
+        )
+    return None
+
+
+def _offset_estimate(c: Comparison) -> int | None:
+    """Constant position shift read off the slowest rotating pair, if the rows agree."""
+    s = c.setup
+    theta = inv_freq(s.spec, s.seq_len)
+    if theta.size == 0 or s.spec.sections is not None:
+        return None
+    j = int(np.argmin(np.where(theta > 0, theta, np.inf)))
+    if not theta[j] > 0:
+        return None
+    got, norm = pair_angles(s, c.actual)
+    want, _ = pair_angles(s, c.expected)
+    sign = -1.0 if s.inverse else 1.0
+    shift = sign * wrap(got[..., j] - want[..., j]) / theta[j]
+    usable = norm[..., j] > 0
+    if not np.any(usable):
+        return None
+    k = np.round(np.median(shift[usable]))
+    return int(k) if k != 0 and abs(k) < 2**31 else None
+
+
+def _offset(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    shifts = [1, -1, 2, -2]
+    estimate = _offset_estimate(c)
+    if estimate is not None and estimate not in shifts:
+        shifts.insert(0, estimate)
+    for k in shifts:
+        if explains(c, s.oracle(grid=s.grid + k)):
+            hint = " (off by one)" if abs(k) == 1 else ""
+            return Diagnosis(
+                "offset",
+                f"the result matches positions shifted by {k:+d}{hint}: every token was "
+                f"rotated as if it sat at position p {'+' if k > 0 else '-'} {abs(k)}.",
+            )
+    return None
+
+
+def _positions_pattern(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    if s.spec.sections is not None:
+        return None
+    axis = s.seq_axis % s.x.ndim
+    length = s.x.shape[axis]
+    shape = [1] * (s.x.ndim - 1)
+    shape[axis] = length
+    arange = np.broadcast_to(np.arange(length, dtype=np.float64).reshape(shape), s.grid.shape)
+    if not np.array_equal(arange, s.grid) and explains(c, s.oracle(grid=arange)):
+        return Diagnosis(
+            "positions",
+            "the result matches positions 0, 1, 2, ... along the sequence axis: the given "
+            "positions were ignored (e.g. an arange or cache_position used instead of "
+            "position_ids).",
+        )
+    if s.grid.ndim >= 2 and s.grid.shape[0] > 1:
+        first = np.broadcast_to(s.grid[:1], s.grid.shape)
+        if not np.array_equal(first, s.grid) and explains(c, s.oracle(grid=first)):
+            return Diagnosis(
+                "positions",
+                "every batch row was rotated with the positions of row 0: per-row positions "
+                "(left padding, packed sequences, per-sequence offsets) were ignored.",
+            )
+    return None
+
+
+def _identity_beyond(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    rows = row_failed(c)
+    if not np.any(rows):
+        return None
+    identity = np.all(np.abs(c.actual - s.x) <= c.tolerance + 0.0, axis=-1)
+    p = row_p(s)
+    if not np.all(identity[rows]):
+        return None
+    first_bad = float(np.min(p[rows]))
+    good = ~rows & (p > 0)
+    if np.any(good) and float(np.max(p[good])) >= first_bad:
+        return None
+    if not np.any(good):
+        return Diagnosis(
+            "identity",
+            f"no row was rotated: the result equals x (identity) at positions "
+            f"{fmt(first_bad)} and up; the rotation was skipped, or cos = 1, sin = 0.",
+        )
+    last_good = float(np.max(p[good]))
+    return Diagnosis(
+        "identity",
+        f"positions up to {fmt(last_good)} are rotated correctly, but from "
+        f"{fmt(first_bad)} on the result equals x (identity): a cos/sin table shorter than "
+        "the positions is read out of range and masked to cos = 1, sin = 0 (silently).",
+    )
+
+
+def _rotated_features(c: Comparison) -> np.ndarray:
+    changed = np.abs(c.actual - c.setup.x) > c.tolerance
+    return np.asarray(np.any(changed.reshape(-1, c.actual.shape[-1]), axis=0))
+
+
+def _rotary_range(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    spec = s.spec
+    changed = _rotated_features(c)
+    if not np.any(changed):
+        return None
+    lo, hi = int(np.argmax(changed)), int(len(changed) - np.argmax(changed[::-1]))
+    if (lo, hi) == (spec.rotary_start, spec.rotary_stop):
+        return None
+    want = f"[{spec.rotary_start}, {spec.rotary_stop})"
+    # Slowly turning pairs may look unchanged at small positions: the rotated range can be
+    # wider than the changed one, so try every range that covers it.
+    if spec.freqs is None and spec.sections is None:
+        for start in sorted({lo, spec.rotary_start, 0} & set(range(lo + 1))):
+            first = hi - start + (hi - start) % 2
+            for width in range(max(first, 2), spec.head_dim - start + 1, 2):
+                if (start, width) == (spec.rotary_start, spec.rotary_dim):
+                    continue
+                alt_spec = dataclasses.replace(spec, rotary_dim=width, rotary_start=start)
+                if explains(c, s.oracle(spec=alt_spec), spec=alt_spec):
+                    return Diagnosis(
+                        "rotary_dim",
+                        f"the result rotates features [{start}, {start + width}) "
+                        f"(rotary_dim={width}, rotary_start={start}), but the spec rotates "
+                        f"{want} (rotary_dim={spec.rotary_dim}, rotary_start="
+                        f"{spec.rotary_start}); partial rotary was ignored or misplaced.",
+                    )
+    outside = changed & ~rotary_mask(spec)
+    if np.any(outside):
+        return Diagnosis(
+            "rotary_dim",
+            f"features {np.flatnonzero(outside).tolist()[:8]} changed although the spec "
+            f"rotates only {want}: the pass-through features must be copied unchanged.",
+        )
+    return None
+
+
+def _scale(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    mask = rotary_mask(s.spec)
+    e, a = c.expected[..., mask], c.actual[..., mask]
+    denominator = float(np.sum(e * e))
+    if denominator == 0.0:
+        return None
+    ratio = float(np.sum(a * e)) / denominator
+    if not math.isfinite(ratio) or abs(ratio - 1.0) < 1e-6 or ratio <= 0:
+        return None
+    alt = c.expected.copy()
+    alt[..., mask] *= ratio
+    if not explains(c, alt, tol=c.tolerance * max(1.0, ratio)):
+        return None
+    factor = attention_factor(s.spec, s.seq_len)
+    got = f"the result is {ratio:.6g} x the oracle"
+    if factor != 1.0 and math.isclose(ratio * factor, 1.0, rel_tol=1e-3):
+        detail = (
+            f"{got}: the spec's attention factor {factor:.6g} was not applied (YaRN / "
+            "LongRoPE mscale dropped from cos/sin)."
+        )
+    elif factor != 1.0 and math.isclose(ratio, factor, rel_tol=1e-3):
+        detail = f"{got}: the attention factor {factor:.6g} was applied twice."
+    else:
+        detail = (
+            f"{got}, whose attention factor is {factor:.6g}: cos/sin were scaled by a "
+            "different factor (mscale / mscale_all_dim / attention_factor mismatch)."
+        )
+    return Diagnosis("attention_factor", detail)
+
+
+def _position_range(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    rows = row_failed(c)
+    p = row_p(s)
+    good = ~rows & (p > 0)
+    if not np.any(rows) or not np.any(good):
+        return None
+    first_bad, last_good = float(np.min(p[rows])), float(np.max(p[good]))
+    if last_good >= first_bad:
+        return None
+    for alt_grid, how in (
+        (np.mod(s.grid, first_bad), f"wrap around a table of {fmt(first_bad)} positions"),
+        (np.minimum(s.grid, first_bad - 1), f"are clamped to {fmt(first_bad - 1)}"),
+    ):
+        if last_good + 1 == first_bad and explains(c, s.oracle(grid=alt_grid)):
+            return Diagnosis(
+                "position_range",
+                f"positions up to {fmt(last_good)} are correct; larger positions {how} "
+                "(a cos/sin cache shorter than the positions).",
+            )
+    return Diagnosis(
+        "position_range",
+        f"positions up to {fmt(last_good)} are correct and every position from "
+        f"{fmt(first_bad)} on is wrong: a table or cache limit, or an overflow, between them.",
+    )
+
+
+def _unknown_message(c: Comparison) -> str:
+    s = c.setup
+    rows = row_failed(c)
+    p = row_p(s)
+    parts = ["no single known cause explains the mismatch"]
+    if np.any(rows) and np.any(~rows):
+        parts.append(
+            f"failing rows sit at positions {fmt(float(np.min(p[rows])))} to "
+            f"{fmt(float(np.max(p[rows])))}, passing rows at "
+            f"{fmt(float(np.min(p[~rows])))} to {fmt(float(np.max(p[~rows])))}"
+        )
+    return "; ".join(parts) + "."

@@ -1,0 +1,218 @@
+"""Diagnoses about numbers: precision of positions, angles and tables; the frequencies."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from rope_ref._compat import host_namespace
+from rope_ref._frequencies import attention_factor, inv_freq
+from rope_ref._reference import rotate
+from rope_ref._spec import RopeSpec
+from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
+from rope_ref.testing._explain import (
+    COMMON_BASES,
+    Diagnosis,
+    explains,
+    oracle_with_freqs,
+    pair_angles,
+    row_failed,
+    wrap,
+)
+from rope_ref.testing._tolerance import EPS, ErrorModel
+
+__all__ = ["angle_precision", "frequencies", "rounded_inputs"]
+
+
+def round_to(values: F64, name: str) -> F64:
+    """Round float64 values to float16 or bfloat16 (round to nearest even), back as float64."""
+    if name == "float16":
+        return values.astype(np.float16).astype(np.float64)
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def oracle_from_angles(s: Setup, angles: F64) -> F64:
+    """Rotate x by the given angles (shape ``x.shape[:-1] + (n_pairs,)``), float64."""
+    factor = attention_factor(s.spec, s.seq_len)
+    cos, sin = np.cos(angles) * factor, np.sin(angles) * factor
+    return np.asarray(
+        rotate(
+            s.x,
+            cos,
+            sin,
+            layout=s.spec.layout,
+            rotary_start=s.spec.rotary_start,
+            inverse=s.inverse,
+            xp=host_namespace(),
+        )
+    )
+
+
+def rounded_inputs(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    if s.spec.sections is not None or s.spec.xpos is not None:
+        return None
+    exact = {"bfloat16": 256, "float16": 2048}
+    theta = inv_freq(s.spec, s.seq_len)
+    axis = s.seq_axis % s.x.ndim
+    start = np.take(s.grid, [0], axis=axis) if s.x.ndim > 1 else s.grid
+    for name in ("bfloat16", "float16"):
+        # One rounding of each position, or torch's arange(n, dtype) + offset, which rounds
+        # the offset to the dtype first and the sum again.
+        single = round_to(s.grid, name)
+        double = round_to(round_to(start, name) + round_to(s.grid - start, name), name)
+        if any(
+            not np.array_equal(rounded, s.grid) and explains(c, s.oracle(grid=rounded))
+            for rounded in (single, double)
+        ):
+            return Diagnosis(
+                "precision",
+                f"positions were held in {name}, which is exact only up to {exact[name]}: "
+                "larger positions were rounded before the angles were built (e.g. an arange "
+                "in the input dtype); build positions as integers or float32.",
+            )
+        p = s.grid[..., None]
+        for angles, what in (
+            (round_to(p * theta, name), f"the angles were rounded to {name}"),
+            (
+                round_to(round_to(p, name) * round_to(theta, name), name),
+                f"positions * inv_freq was computed in {name}",
+            ),
+            (p * round_to(theta, name), f"the inverse frequencies were held in {name}"),
+        ):
+            if explains(c, oracle_from_angles(s, angles)):
+                return Diagnosis(
+                    "precision",
+                    f"{what} (under autocast or a low-precision buffer): angles need float32 "
+                    "at least, and float64 past a few thousand positions.",
+                )
+    return None
+
+
+def measured_freqs(c: Comparison) -> F64 | None:
+    """Inverse frequencies read off the result, from rows at two or more positions."""
+    s = c.setup
+    if s.spec.sections is not None:
+        return None
+    p = s.row_positions
+    if np.unique(np.abs(p[p != 0])).size < 1:
+        return None
+    got, norm = pair_angles(s, c.actual)
+    want, _ = pair_angles(s, c.expected)
+    sign = -1.0 if s.inverse else 1.0
+    unwrapped = want + wrap(got - want)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = sign * unwrapped / p[..., None]
+    usable = (p != 0)[..., None] & (norm > 0)
+    usable = np.broadcast_to(usable, theta.shape)
+    flat_theta = theta.reshape(-1, theta.shape[-1])
+    flat_ok = usable.reshape(-1, theta.shape[-1])
+    out = np.empty(theta.shape[-1])
+    for j in range(theta.shape[-1]):
+        values = flat_theta[flat_ok[:, j], j]
+        if values.size == 0:
+            return None
+        out[j] = np.median(values)
+    return out
+
+
+def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
+    spec = c.setup.spec
+    if spec.freqs is not None:
+        return
+    d, n = spec._rotary_dim, spec.n_pairs
+    j = np.arange(n, dtype=np.float64)
+    base = spec.base
+    if d != spec.head_dim:
+        yield (
+            base ** (-2.0 * j / spec.head_dim),
+            f"the exponent uses head_dim = {spec.head_dim} instead of rotary_dim = {d}: "
+            f"theta_j = base^(-2j/{spec.head_dim}) (partial rotary needs base^(-2j/{d})).",
+        )
+    yield (
+        base ** (-j / d),
+        f"theta_j = base^(-j/{d}) instead of base^(-2j/{d}): the exponent steps by 1/d, "
+        "not 2/d (arange(0, d) used where arange(0, d, 2) belongs).",
+    )
+    measured = measured_freqs(c)
+    fitted: list[float] = []
+    if measured is not None and n > 1 and np.all(measured[1:] > 0):
+        logs = -np.log(measured[1:]) * d / (2.0 * j[1:])
+        fitted.append(float(np.exp(np.median(logs))))
+    rounded = [float(f"{b:.4g}") for b in fitted]
+    for candidate in (*COMMON_BASES, *rounded, *fitted):
+        if candidate > 1.0 and math.isfinite(candidate) and candidate != base:
+            try:
+                alt = dataclasses.replace(spec, base=candidate)
+            except ValueError:
+                continue
+            yield (
+                alt,
+                f"the frequencies follow base {candidate:.6g} instead of the spec's base "
+                f"{base:.6g} (rope_theta / base not passed through).",
+            )
+    p = np.abs(c.setup.row_positions)
+    if measured is not None and np.all(measured >= 0) and np.unique(p[p != 0]).size >= 2:
+        expected = inv_freq(spec, c.setup.seq_len)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.abs(measured / expected - 1.0)
+        worst = int(np.nanargmax(rel)) if np.any(np.isfinite(rel)) else 0
+        yield (
+            measured,
+            f"the result is a rotation with other inverse frequencies: pair {worst} turns by "
+            f"{measured[worst]:.6g} rad per position, the spec says {expected[worst]:.6g} "
+            "(check the frequency recipe and any scaling rule).",
+        )
+
+
+def frequencies(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    for candidate, message in frequency_candidates(c):
+        try:
+            if isinstance(candidate, RopeSpec):
+                alt = s.oracle(spec=candidate)
+            else:
+                alt = oracle_with_freqs(s, candidate)
+        except ValueError:  # e.g. measured frequencies that no spec can hold
+            continue
+        if explains(c, alt):
+            return Diagnosis("frequencies", message)
+    return None
+
+
+def angle_precision(c: Comparison) -> Diagnosis | None:
+    s = c.setup
+    model = c.model
+    if model is None:
+        return None
+    rows = row_failed(c)
+    angles = s.max_angles()
+    for name in ("float32", "bfloat16", "float16"):
+        if EPS[name] <= model.angle_eps:
+            continue
+        looser = ErrorModel(eps=model.eps, angle_eps=EPS[name], roundings=model.roundings)
+        tol = tolerance(s, c.expected, looser, model.eps)
+        informative = 2.0 * EPS[name] * (float(np.max(angles[rows])) + 1.0) < 0.5
+        if informative and explains(c, c.expected, tol=tol, slack=1.0):
+            return Diagnosis(
+                "precision",
+                f"the errors grow with the angle and fit angles computed in {name} "
+                f"(about {EPS[name]:.2g} x |angle| rad): build positions * inv_freq in "
+                f"{'float64' if name == 'float32' else 'float32'} or better.",
+            )
+    for name in ("bfloat16", "float16"):
+        if EPS[name] <= model.eps:
+            continue
+        looser = ErrorModel(eps=EPS[name], angle_eps=model.angle_eps, roundings=model.roundings)
+        if explains(c, c.expected, tol=tolerance(s, c.expected, looser, model.eps), slack=1.0):
+            return Diagnosis(
+                "precision",
+                f"the errors are of the size of {name} rounding although the result is "
+                f"{s.dtype}: cos/sin (or the rotation) were computed in {name}.",
+            )
+    return None

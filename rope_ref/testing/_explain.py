@@ -1,0 +1,138 @@
+"""What a diagnosis is, and the helpers its checks share: alternative oracles, tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rope_ref._frequencies import attention_factor
+from rope_ref._reference import split_pairs
+from rope_ref._spec import RopeSpec
+from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
+
+__all__ = [
+    "CAUSES",
+    "COMMON_BASES",
+    "Diagnosis",
+    "explains",
+    "fmt",
+    "oracle_with_freqs",
+    "pair_angles",
+    "rotary_mask",
+    "row_failed",
+    "row_p",
+    "wrap",
+]
+
+#: Every cause `diagnose` can name, with what it means.
+CAUSES: dict[str, str] = {
+    "non-finite": "NaN or infinity in the result",
+    "direction": "rotation direction/sign (sin negated: the inverse rotation)",
+    "layout": "pairing layout (half vs interleaved)",
+    "offset": "position offset (positions shifted by a constant)",
+    "positions": "positions not used as given (per-row or arbitrary positions ignored)",
+    "identity": "identity (no rotation) beyond a position range",
+    "rotary_dim": "wrong rotated features (rotary_dim / rotary_start)",
+    "attention_factor": "attention factor (scale of cos/sin) missing, doubled or wrong",
+    "precision": "angle precision (positions, angles or cos/sin in a low precision)",
+    "frequencies": "wrong frequencies (base, exponent or rotary_dim in the exponent)",
+    "position_range": "wrong beyond a position range (table wrap-around or clamping)",
+    "unknown": "no single known cause explains the mismatch",
+}
+
+#: Bases to try when the frequencies are off.
+COMMON_BASES = (10000.0, 500000.0, 1000000.0, 1000.0, 100000.0)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The most likely cause of a mismatch: a key of `CAUSES` and an explanation.
+
+    Examples
+    --------
+    >>> from rope_ref.testing import Diagnosis
+    >>> str(Diagnosis("direction", "the result is the inverse rotation"))
+    'direction: the result is the inverse rotation'
+    """
+
+    cause: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.cause}: {self.message}"
+
+
+def explains(
+    c: Comparison,
+    alt: F64,
+    *,
+    tol: F64 | None = None,
+    spec: RopeSpec | None = None,
+    slack: float = 2.0,
+) -> bool:
+    """Whether the result equals `alt` within `slack` times the tolerance.
+
+    With `spec`, the tolerance is the model's for that spec (other features rotate).
+    """
+    if tol is None:
+        tol = c.tolerance
+        if spec is not None and c.model is not None:
+            alt_setup = dataclasses.replace(c.setup, spec=spec)
+            tol = tolerance(alt_setup, alt, c.model, c.model.eps)
+    return bool(np.all(np.abs(c.actual - alt) <= slack * tol))
+
+
+def rotary_mask(spec: RopeSpec) -> np.ndarray:
+    mask = np.zeros(spec.head_dim, dtype=bool)
+    mask[spec.rotary_start : spec.rotary_stop] = True
+    return mask
+
+
+def row_failed(c: Comparison) -> np.ndarray:
+    return np.asarray(np.any(c.failed, axis=-1))
+
+
+def row_p(s: Setup) -> F64:
+    return np.abs(s.row_positions)
+
+
+def fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def pair_angles(s: Setup, y: F64) -> tuple[F64, F64]:
+    """Angle that turns each input pair into the pair of `y`, and the pair norms."""
+    spec = s.spec
+    sl = slice(spec.rotary_start, spec.rotary_stop)
+    a, b = split_pairs(s.x[..., sl], layout=spec.layout)
+    a2, b2 = split_pairs(y[..., sl], layout=spec.layout)
+    return np.arctan2(a * b2 - b * a2, a * a2 + b * b2), np.hypot(a, b)
+
+
+def wrap(angle: F64) -> F64:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def freqs_spec(spec: RopeSpec, freqs: F64) -> RopeSpec:
+    return RopeSpec(
+        spec.head_dim,
+        rotary_dim=spec.rotary_dim,
+        rotary_start=spec.rotary_start,
+        layout=spec.layout,
+        freqs=tuple(float(f) for f in freqs),
+        sections=spec.sections,
+        section_order=spec.section_order,
+    )
+
+
+def oracle_with_freqs(s: Setup, freqs: F64) -> F64:
+    """The oracle with custom frequencies, keeping the spec's attention factor."""
+    y = s.oracle(spec=freqs_spec(s.spec, freqs))
+    factor = attention_factor(s.spec, s.seq_len)
+    if factor != 1.0:
+        mask = rotary_mask(s.spec)
+        y[..., mask] *= factor
+    return y

@@ -1,0 +1,62 @@
+"""`RopeOracle`: the object behind the ``rope_oracle`` pytest fixture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rope_ref._api import apply_rope, apply_rope_qk
+from rope_ref._frequencies import rope_angles, rope_cos_sin
+from rope_ref._spec import RopeSpec
+from rope_ref.testing._assert import assert_rope_close
+from rope_ref.testing._diagnose import Diagnosis
+from rope_ref.testing._tolerance import rope_atol
+
+__all__ = ["RopeOracle"]
+
+
+class RopeOracle:
+    """rope_ref's reference functions in one object, for tests that take a fixture.
+
+    The ``rope_oracle`` fixture of the pytest plugin returns one. Every method is the
+    rope_ref function of the same meaning; `assert_close` is `assert_rope_close`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rope_ref as rr
+    >>> from rope_ref.testing import RopeOracle
+    >>> oracle = RopeOracle()
+    >>> spec = rr.RopeSpec(head_dim=4)
+    >>> x = np.ones((3, 4))
+    >>> oracle.assert_close(oracle.apply(x, spec), x, spec)
+    >>> oracle.diagnose(oracle.apply(x, spec, offset=1), x, spec).cause
+    'offset'
+    """
+
+    apply = staticmethod(apply_rope)
+    apply_qk = staticmethod(apply_rope_qk)
+    angles = staticmethod(rope_angles)
+    cos_sin = staticmethod(rope_cos_sin)
+    assert_close = staticmethod(assert_rope_close)
+    atol = staticmethod(rope_atol)
+
+    @staticmethod
+    def diagnose(
+        actual: Any,
+        x: Any,
+        spec: RopeSpec,
+        positions: Any = None,
+        *,
+        offset: float = 0,
+        seq_axis: int = -2,
+        inverse: bool = False,
+    ) -> Diagnosis | None:
+        """`rope_ref.testing.diagnose`."""
+        from rope_ref.testing import diagnose as public_diagnose
+
+        return public_diagnose(
+            actual, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse
+        )
+
+    def __repr__(self) -> str:
+        return "RopeOracle()"

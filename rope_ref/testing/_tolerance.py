@@ -1,0 +1,213 @@
+r"""The error model: how far a correct RoPE implementation may be from the oracle.
+
+A pair :math:`(a, b)` of norm :math:`r` rotated by :math:`\phi` in finite precision is off
+by at most
+
+.. math::
+    r \,\bigl(2\,\epsilon_\phi\,(|\phi|_{\max} + 1) + k\,\epsilon\bigr),
+
+where :math:`\epsilon_\phi` is the machine epsilon of the arithmetic that built the
+angles, :math:`|\phi|_{\max}` the largest angle at that position, :math:`\epsilon` the
+machine epsilon of the storage dtype and :math:`k = 4` the number of roundings allowed
+(table, two products, sum and storage, doubled for slack). The angle term is
+`rope_ref._error_model.angle_error`; docs/testing.md derives both terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref._compat import host_namespace, to_numpy
+from rope_ref._error_model import angle_error
+from rope_ref._frequencies import rope_angles
+from rope_ref._positions import as_positions, shift
+from rope_ref._spec import RopeSpec, check_spec
+
+__all__ = ["EPS", "ErrorModel", "dtype_name", "error_model", "rope_atol"]
+
+#: Machine epsilon (distance from 1 to the next float) of the dtypes the model knows.
+EPS: dict[str, float] = {
+    "float64": 2.0**-52,
+    "float32": 2.0**-23,
+    "float16": 2.0**-10,
+    "bfloat16": 2.0**-7,
+}
+
+
+def dtype_name(dtype: object) -> str:
+    """Canonical name (``"float32"``, ``"bfloat16"``, ...) of a dtype of any namespace.
+
+    Raises ValueError naming `dtype` when it is not one of the floating dtypes in `EPS`.
+    """
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type) and issubclass(dtype, np.generic):
+        name = np.dtype(dtype).name
+    else:
+        name = str(getattr(dtype, "name", None) or dtype)
+    name = name.rsplit(".", 1)[-1].strip("'>")
+    if name not in EPS:
+        msg = f"`dtype` must be one of the floating dtypes {sorted(EPS)}; got {dtype!r}."
+        raise ValueError(msg)
+    return name
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    r"""Tolerance of a RoPE result as a function of the angle and the pair's norm.
+
+    ``atol(max_angle, magnitude) = magnitude * (2 * angle_eps * (|max_angle| + 1)
+    + roundings * eps)``. Use `error_model` to build one for a dtype.
+
+    Parameters
+    ----------
+    eps : float
+        Machine epsilon of the dtype the result is stored (and rotated) in.
+    angle_eps : float
+        Machine epsilon of the arithmetic that built the angles :math:`p\,\theta_j`.
+    roundings : float, default 4
+        Roundings of size `eps` allowed per element.
+
+    Examples
+    --------
+    >>> from rope_ref.testing import ErrorModel
+    >>> model = ErrorModel(eps=2.0**-23, angle_eps=2.0**-23)
+    >>> f"{model.atol(1000.0):.2e}"
+    '2.39e-04'
+    """
+
+    eps: float
+    angle_eps: float
+    roundings: float = 4.0
+
+    def atol(self, max_angle: Any, magnitude: Any = 1.0) -> Any:
+        """Absolute tolerance at `max_angle` (radians) for pairs of norm `magnitude`.
+
+        Both arguments may be NumPy arrays (they broadcast); a float comes back for floats.
+        """
+        if np.ndim(max_angle) == 0 and np.ndim(magnitude) == 0:
+            per_unit = angle_error(float(max_angle), angle_eps=self.angle_eps)
+            return float(magnitude) * (per_unit + self.roundings * self.eps)
+        phi = np.abs(np.asarray(max_angle, dtype=np.float64))
+        per_unit_array = 2.0 * self.angle_eps * (phi + 1.0)  # angle_error, elementwise
+        return np.asarray(magnitude, dtype=np.float64) * (
+            per_unit_array + self.roundings * self.eps
+        )
+
+    def describe(self) -> str:
+        """One line stating the model, for failure messages."""
+        return (
+            f"|error| <= |pair| * (2 * {self.angle_eps:.3g} * (|angle| + 1) + "
+            f"{self.roundings:g} * {self.eps:.3g})"
+        )
+
+
+def error_model(dtype: object, *, angle_dtype: object = None) -> ErrorModel:
+    """The error model for results stored in `dtype`.
+
+    Parameters
+    ----------
+    dtype : dtype or str
+        Dtype of the result (any namespace's dtype object, or its name).
+    angle_dtype : dtype or str, optional
+        Precision of the angle arithmetic of the implementation under test. Defaults to
+        float64 for float64 results and float32 otherwise (what correct float32, float16
+        and bfloat16 code does: angles in float32, never in 16 bits).
+
+    Returns
+    -------
+    ErrorModel
+
+    Examples
+    --------
+    >>> from rope_ref.testing import error_model
+    >>> error_model("bfloat16")
+    ErrorModel(eps=0.0078125, angle_eps=1.1920928955078125e-07, roundings=4.0)
+    """
+    name = dtype_name(dtype)
+    if angle_dtype is None:
+        angle_name = "float64" if name == "float64" else "float32"
+    else:
+        angle_name = dtype_name(angle_dtype)
+    return ErrorModel(eps=EPS[name], angle_eps=EPS[angle_name])
+
+
+def rope_atol(
+    spec: RopeSpec,
+    positions: Any,
+    *,
+    dtype: object,
+    magnitude: float = 1.0,
+    offset: float = 0,
+    angle_dtype: object = None,
+    seq_len: float | None = None,
+) -> float:
+    """One absolute tolerance for a whole RoPE result: the model at the largest angle.
+
+    For ``torch.testing.assert_close(..., atol=rope_atol(...), rtol=0)`` and the like.
+    `assert_rope_close` is tighter: it applies the model per position and pair.
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding.
+    positions : array_like
+        Every position in the result (any namespace; only the largest angle matters).
+    dtype : dtype or str
+        Dtype of the result.
+    magnitude : float, default 1.0
+        Largest norm of a rotated pair of the input, times the attention factor if any
+        (for inputs bounded by ``m``, ``sqrt(2) * m`` is safe).
+    offset : float, default 0
+        Added to `positions`.
+    angle_dtype : dtype or str, optional
+        As for `error_model`.
+    seq_len : float, optional
+        For length-dependent scalings.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rope_ref as rr
+    >>> from rope_ref.testing import rope_atol
+    >>> spec = rr.RopeSpec(head_dim=128)
+    >>> atol = rope_atol(spec, np.arange(8192), dtype="float32")
+    >>> bool(1e-3 < atol < 2e-3)        # float32 angles near 8191 rad
+    True
+    >>> rope_atol(spec, np.arange(8192), dtype="float64") < 1e-11
+    True
+    """
+    check_spec(spec)
+    p = as_positions(_host(positions), xp=host_namespace(), n_axes=spec.position_axes)
+    p = shift(p, offset, host_namespace())
+    top = 0.0
+    if p.size:
+        top = float(np.max(np.abs(to_numpy(rope_angles(spec, p, seq_len)))))
+    model = error_model(dtype, angle_dtype=angle_dtype)
+    return float(model.atol(top, magnitude))
+
+
+def _host(a: Any) -> Any:
+    """Arrays of any namespace as NumPy (Python numbers and sequences pass through)."""
+    from rope_ref._compat import is_array
+
+    return host64(a) if is_array(a) else a
+
+
+def host64(a: Any) -> NDArray[np.float64]:
+    """Any array (torch bfloat16 included) as a float64 NumPy array on the host."""
+    from rope_ref._compat import is_array
+
+    if is_array(a) and "torch" in type(a).__module__:
+        import torch
+
+        return np.asarray(a.detach().to(device="cpu", dtype=torch.float64))
+    return np.asarray(to_numpy(a) if is_array(a) else a, dtype=np.float64)

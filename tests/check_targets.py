@@ -1,0 +1,263 @@
+"""Callables for `rope-ref check` in the tests: real peer code, and planted bugs.
+
+The planted bugs each reproduce one failure seen in real RoPE code (see the peer survey):
+a flipped rotation, an off-by-one position, positions held in float16, float32 angles,
+frequencies over the wrong dimension, a hard-coded base, partial rotary ignored, a short
+cos/sin cache read as identity, a dropped attention factor, the wrong pairing layout.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+# --- a plain NumPy RoPE with knobs, for the planted bugs ----------------------------------------
+
+
+def _rope(
+    x: np.ndarray,
+    positions: np.ndarray,
+    *,
+    base: float = 10000.0,
+    rotary_dim: int | None = None,
+    exponent_dim: int | None = None,
+    layout: str = "half",
+    sign: float = 1.0,
+    position_dtype: Any = np.float64,
+    factor: float = 1.0,
+    table_len: int | None = None,
+) -> np.ndarray:
+    """RoPE of x (..., seq, head_dim) at positions (seq,), written out in float64."""
+    d = x.shape[-1] if rotary_dim is None else rotary_dim
+    n = d // 2
+    inv = base ** (-np.arange(0, d, 2, dtype=np.float64) / (exponent_dim or d))
+    p = np.asarray(positions).astype(position_dtype).astype(np.float64)
+    angles = p[:, None] * inv
+    cos, sin = np.cos(angles) * factor, np.sin(angles) * factor
+    if table_len is not None:  # a masked load past the end of a cos/sin cache: cos=1, sin=0
+        beyond = np.asarray(positions) >= table_len
+        cos[beyond], sin[beyond] = 1.0, 0.0
+    xr = x[..., :d].astype(np.float64)
+    a, b = (xr[..., :n], xr[..., n:]) if layout == "half" else (xr[..., 0::2], xr[..., 1::2])
+    a2, b2 = a * cos - sign * b * sin, b * cos + sign * a * sin
+    if layout == "half":
+        rotated = np.concatenate([a2, b2], axis=-1)
+    else:
+        rotated = np.stack([a2, b2], axis=-1).reshape(xr.shape)
+    return np.concatenate([rotated, x[..., d:]], axis=-1).astype(x.dtype)
+
+
+def correct_half(x, positions):
+    return _rope(x, positions)
+
+
+def correct_interleaved(x, positions):
+    return _rope(x, positions, layout="interleaved")
+
+
+def correct_partial_32(x, positions):
+    return _rope(x, positions, rotary_dim=32)
+
+
+def sign_flipped(x, positions):
+    return _rope(x, positions, sign=-1.0)
+
+
+def off_by_one(x, positions):
+    return _rope(x, positions + 1)
+
+
+def positions_ignored(x, positions):
+    return _rope(x, np.arange(x.shape[-2]))
+
+
+def float16_positions(x, positions):
+    return _rope(x, positions, position_dtype=np.float16)
+
+
+def float32_angles(x, positions):
+    """HF's float32 recipe: inv_freq and positions * inv_freq in float32."""
+    d = x.shape[-1]
+    f32 = np.float32
+    inv = (f32(1.0) / f32(10000.0) ** (np.arange(0, d, 2).astype(f32) / f32(d))).astype(f32)
+    angles = (np.asarray(positions).astype(f32)[:, None] * inv).astype(f32).astype(np.float64)
+    cos, sin = np.cos(angles), np.sin(angles)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def head_dim_exponent_32(x, positions):
+    """Partial rotary (32 of head_dim) with theta_j = base^(-2j/head_dim)."""
+    return _rope(x, positions, rotary_dim=32, exponent_dim=x.shape[-1])
+
+
+def base_hardcoded(x, positions):
+    return _rope(x, positions, base=10000.0)
+
+
+def whole_head(x, positions):
+    """Rotates every feature: partial rotary ignored."""
+    return _rope(x, positions)
+
+
+def cache_2048(x, positions):
+    return _rope(x, positions, table_len=2048)
+
+
+def no_attention_factor(x, positions):
+    return _rope(x, positions)
+
+
+def attention_factor_125(x, positions):
+    return _rope(x, positions, factor=1.25)
+
+
+def raises(x, positions):
+    msg = "kernel launch failed"
+    raise RuntimeError(msg)
+
+
+def wrong_shape(x, positions):
+    return x[..., :-1]
+
+
+def returns_none(x, positions):
+    return None
+
+
+# --- rotary-embedding-torch through the plain convention ----------------------------------------
+
+
+@functools.cache
+def _lucidrains_module(dim: int) -> Any:
+    from rotary_embedding_torch import RotaryEmbedding
+
+    return RotaryEmbedding(dim=dim)
+
+
+def lucidrains_plain(x, positions):
+    """rotary_embedding_torch: freqs for arbitrary positions, then apply_rotary_emb."""
+    import torch
+    from rotary_embedding_torch import apply_rotary_emb
+
+    t = torch.from_numpy(x)
+    module = _lucidrains_module(x.shape[-1])
+    freqs = module(torch.from_numpy(positions))  # (seq, dim), float32 angles, interleaved
+    return apply_rotary_emb(freqs, t).numpy()
+
+
+# --- Meta LLaMA (llama/model.py): precompute_freqs_cis and apply_rotary_emb ----------------------
+
+
+def precompute_freqs_cis(dim: int, end: int, theta: float = 10000.0):
+    import torch
+
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    t = torch.arange(end, device=freqs.device)
+    freqs = torch.outer(t, freqs).float()
+    return torch.polar(torch.ones_like(freqs), freqs)  # complex64
+
+
+def reshape_for_broadcast(freqs_cis, x):
+    ndim = x.ndim
+    assert ndim > 1
+    assert freqs_cis.shape == (x.shape[1], x.shape[-1])
+    shape = [d if i == 1 or i == ndim - 1 else 1 for i, d in enumerate(x.shape)]
+    return freqs_cis.view(*shape)
+
+
+def apply_rotary_emb(xq, xk, freqs_cis):
+    import torch
+
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    freqs_cis = reshape_for_broadcast(freqs_cis, xq_)
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def meta_plain(x, positions):
+    """Meta's table and rotation, driven by arbitrary positions (plain convention)."""
+    import torch
+
+    t = torch.from_numpy(x).transpose(1, 2)  # (batch, seq, heads, head_dim), as Meta's model
+    table = precompute_freqs_cis(x.shape[-1], int(positions.max()) + 1)
+    out, _ = apply_rotary_emb(t, t, table[torch.from_numpy(positions)])
+    return out.transpose(1, 2).numpy()
+
+
+def meta_conjugate(xq, xk, freqs_cis):
+    """Meta's apply_rotary_emb fed the conjugate table: rotates the wrong way."""
+    return apply_rotary_emb(xq, xk, freqs_cis.conj())
+
+
+# --- flash-attn's pure-torch reference (cos_sin convention) -------------------------------------
+
+
+def _rotate_half(x, interleaved=False):
+    import torch
+
+    if not interleaved:
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def flash_apply_rotary_emb_torch(x, cos, sin, interleaved=False):
+    """flash_attn.layers.rotary.apply_rotary_emb_torch, without einops: x (b, s, h, d)."""
+    import torch
+
+    ro_dim = cos.shape[-1] * 2
+    assert ro_dim <= x.shape[-1]
+    if interleaved:
+        cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+    else:
+        cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    rotated = x[..., :ro_dim] * cos + _rotate_half(x[..., :ro_dim], interleaved) * sin
+    return torch.cat([rotated, x[..., ro_dim:]], dim=-1)
+
+
+def flash_interleaved(x, cos, sin):
+    return flash_apply_rotary_emb_torch(x, cos, sin, interleaved=True)
+
+
+def flash_sin_negated(x, cos, sin):
+    return flash_apply_rotary_emb_torch(x, cos, -sin)
+
+
+# --- HF-style hf-convention bugs -----------------------------------------------------------------
+
+
+def hf_rotate_half_wrong_sign(q, k, cos, sin):
+    """rotate_half returning (x2, -x1): the rotation runs backwards."""
+    import torch
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+        return torch.cat((x2, -x1), dim=-1)
+
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def hf_first_row_positions(q, k, cos, sin):
+    """Uses batch row 0's cos/sin for every row (per-row position_ids ignored)."""
+    cos, sin = cos[:1].unsqueeze(1), sin[:1].unsqueeze(1)
+    from transformers.models.llama.modeling_llama import rotate_half
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def hf_bfloat16_tables(q, k, cos, sin):
+    """Rounds cos/sin to bfloat16 before rotating float32 inputs."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    return apply_rotary_pos_emb(
+        q, k, cos.to(torch.bfloat16).float(), sin.to(torch.bfloat16).float()
+    )
