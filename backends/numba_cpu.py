@@ -127,48 +127,65 @@ def _row_f16(xr, orow, cr, sr, start, interleaved, sign, copy_rest, lut, buf):  
 
 
 @njit(inline="always", cache=True)
-def _row_index(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
-    c = r % c_size
+def _next_row(a, b, c, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The row after ``(a, b, c)``, counting without a division per row."""
+    c += 1
+    if c == c_size:
+        c = 0
+        b += 1
+        if b == b_size:
+            b = 0
+            a += 1
+    return a, b, c
+
+
+@njit(inline="always", cache=True)
+def _first_row(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
     ab = r // c_size
-    return ab // b_size, ab % b_size, c
+    return ab // b_size, ab % b_size, r % c_size
+
+
+@njit(inline="always", cache=True)
+def _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    _, b_size, c_size, _ = x.shape
+    ta, tb, tc = tstride
+    a, b, c = _first_row(lo, b_size, c_size)
+    for _ in range(lo, hi):
+        t = a * ta + b * tb + c * tc
+        _row(x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest)
+        a, b, c = _next_row(a, b, c, b_size, c_size)
 
 
 @njit(cache=True, nogil=True)
 def _rows_serial(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]  # pragma: no cover
-    a_size, b_size, c_size, _ = x.shape
-    ta, tb, tc = tstride
-    for r in range(a_size * b_size * c_size):
-        a, b, c = _row_index(r, b_size, c_size)
-        t = a * ta + b * tb + c * tc
-        _row(x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest)
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
+    _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, 0, rows)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_parallel(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
-    a_size, b_size, c_size, _ = x.shape
-    ta, tb, tc = tstride
-    rows = a_size * b_size * c_size
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
     for k in prange(chunks):
-        for r in range(rows * k // chunks, rows * (k + 1) // chunks):
-            a, b, c = _row_index(r, b_size, c_size)
-            t = a * ta + b * tb + c * tc
-            _row(x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest)
+        lo, hi = rows * k // chunks, rows * (k + 1) // chunks
+        _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_f16(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lut, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
-    a_size, b_size, c_size, d = x.shape
+    _, b_size, c_size, d = x.shape
     ta, tb, tc = tstride
-    rows = a_size * b_size * c_size
+    rows = x.shape[0] * b_size * c_size
     for k in prange(chunks):
         buf = np.empty(d, dtype=np.float32)
-        for r in range(rows * k // chunks, rows * (k + 1) // chunks):
-            a, b, c = _row_index(r, b_size, c_size)
+        lo, hi = rows * k // chunks, rows * (k + 1) // chunks
+        a, b, c = _first_row(lo, b_size, c_size)
+        for _ in range(lo, hi):
             t = a * ta + b * tb + c * tc
             _row_f16(
                 x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest,
                 lut, buf,
             )  # fmt: skip
+            a, b, c = _next_row(a, b, c, b_size, c_size)
 
 
 # ----------------------------------------------------------------------------------------
