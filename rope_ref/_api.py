@@ -402,6 +402,25 @@ def _build_tables(
     role: Role | None,
     xp: ArrayNamespace,
 ) -> tuple[Array, Array]:
+    p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    return (cos, sin) if pxp is xp else move_tables(cos, sin, xp=xp, dev=device(x))
+
+
+def laid_out_positions(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: object,
+    xp: ArrayNamespace,
+) -> tuple[Array, ArrayNamespace]:
+    """Validated positions laid out against `x`, and their namespace.
+
+    The namespace is x's when it has float64 on x's device, else NumPy on the host (the
+    caller then moves the finished tables with `move_tables`).
+    """
     offset = check_offset(offset)
     seq_axis = check_axis("seq_axis", seq_axis)
     dev = device(x)
@@ -418,9 +437,7 @@ def _build_tables(
         p = shift(p, offset, pxp)
         is_1d = p.ndim == (1 if spec.sections is None else 2)
         axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
-    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp)
-    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
-    return move_tables(cos, sin, xp=xp, dev=dev) if on_host else (cos, sin)
+    return lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp), pxp
 
 
 def _host_positions(positions: Array) -> Array:

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import array_api_compat
-
 from rope_ref import _reference
-from rope_ref._compat import array_namespace, device, has_float64, host_namespace, to_numpy
+from rope_ref._api import _check_x, _resolve_spec, laid_out_positions
+from rope_ref._compat import device
 from rope_ref._frequencies import move_tables, tables
-from rope_ref._positions import (
-    as_positions,
-    check_offset,
-    default_positions,
-    lay_out,
-    normalize_seq_axis,
-    shift,
-)
 from rope_ref._spec import RopeSpec, check_spec
-from rope_ref._typing import Array, ArrayNamespace, Role
+from rope_ref._typing import Array, Role
 
 __all__ = ["rerotate"]
 
@@ -76,47 +67,15 @@ def rerotate(
     >>> bool(np.allclose(moved, rr.apply_rope(k, spec, seq_len=64), rtol=0, atol=1e-13))
     True
     """
-    xp = _check_x(x)
-    spec = check_spec(spec)
-    if x.shape[-1] != spec.head_dim:
-        msg = (
-            f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
-            f"got shape {tuple(x.shape)}."
-        )
-        raise ValueError(msg)
-    dev = device(x)
-    on_host = not has_float64(xp, dev)
-    pxp, pdev = (host_namespace(), None) if on_host else (xp, dev)
-    offset = check_offset(offset)
-    n_axes = spec.position_axes
-    axis: int | None = None
-    if positions is None:
-        axis = normalize_seq_axis(seq_axis, x.ndim)
-        p = default_positions(x.shape[axis], offset, xp=pxp, dev=pdev, n_axes=n_axes)
-    else:
-        if on_host and array_api_compat.is_array_api_obj(positions):
-            positions = to_numpy(positions)
-        p = shift(as_positions(positions, xp=pxp, dev=pdev, n_axes=n_axes), offset, pxp)
-        if p.ndim == (1 if n_axes is None else 2):
-            axis = normalize_seq_axis(seq_axis, x.ndim)
-    p = lay_out(p, tuple(x.shape[:-1]), axis, n_axes=n_axes, xp=pxp)
+    xp = _check_x(x, "x")
+    spec = _resolve_spec(check_spec(spec), x)
+    p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
     c0, s0 = tables(spec, p, xp=pxp, seq_len=from_seq_len, role=role)
     c1, s1 = tables(spec, p, xp=pxp, seq_len=to_seq_len, role=role)
     norm = c0 * c0 + s0 * s0
     cos, sin = (c1 * c0 + s1 * s0) / norm, (s1 * c0 - c1 * s0) / norm
-    if on_host:
-        cos, sin = move_tables(cos, sin, xp=xp, dev=dev)
+    if pxp is not xp:
+        cos, sin = move_tables(cos, sin, xp=xp, dev=device(x))
     return _reference.rotate(
         x, cos, sin, layout=spec.layout, rotary_start=spec.rotary_start, inverse=False, xp=xp
     )
-
-
-def _check_x(x: Array) -> ArrayNamespace:
-    if not array_api_compat.is_array_api_obj(x):
-        msg = f"`x` must be an array; got {type(x).__name__}."
-        raise TypeError(msg)
-    xp = array_namespace(x, name="x")
-    if not xp.isdtype(x.dtype, "real floating"):
-        msg = f"`x` must have a real floating dtype; got {x.dtype}."
-        raise TypeError(msg)
-    return xp
