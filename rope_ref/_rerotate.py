@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from types import ModuleType
+
 from rope_ref import _reference
 from rope_ref._api import _check_x, _resolve_spec, laid_out_positions
 from rope_ref._compat import device
@@ -72,10 +75,26 @@ def rerotate(
     p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
     c0, s0 = tables(spec, p, xp=pxp, seq_len=from_seq_len, role=role)
     c1, s1 = tables(spec, p, xp=pxp, seq_len=to_seq_len, role=role)
-    norm = c0 * c0 + s0 * s0
-    cos, sin = (c1 * c0 + s1 * s0) / norm, (s1 * c0 - c1 * s0) / norm
+    cos, sin = _divide(c1, s1, c0, s0, xp=pxp)
     if pxp is not xp:
         cos, sin = move_tables(cos, sin, xp=xp, dev=device(x))
     return _reference.rotate(
         x, cos, sin, layout=spec.layout, rotary_start=spec.rotary_start, inverse=False, xp=xp
     )
+
+
+def _divide(c1: Array, s1: Array, c0: Array, s0: Array, *, xp: ModuleType) -> tuple[Array, Array]:
+    """``(c1 + i s1) / (c0 + i s0)``, scaled so that neither ``|z0|**2`` nor a product overflows.
+
+    xPos scales reach 1e±170 at positions far from their centre, where the textbook
+    ``conj(z0) / |z0|**2`` overflows or underflows although the quotient is moderate.
+    """
+    m = xp.maximum(xp.abs(c0), xp.abs(s0))
+    if not bool(xp.all((m > 0) & (m < math.inf))):
+        raise ValueError(
+            "rerotate: at `from_seq_len` some pairs were scaled to 0 or infinity in float64 "
+            "(xPos far from its centre), so the rotation cannot be undone there"
+        )
+    u, v = c0 / m, s0 / m
+    norm = (u * u + v * v) * m
+    return (c1 * u + s1 * v) / norm, (s1 * u - c1 * v) / norm

@@ -74,3 +74,25 @@ def test_rerotate_errors():
         rr.rerotate(np.ones((2, 8)), spec, from_seq_len=0, to_seq_len=3)
     with pytest.raises(TypeError, match=r"`x` must be an array"):
         rr.rerotate([[1.0] * 8], spec, from_seq_len=2, to_seq_len=3)
+
+
+@pytest.mark.parametrize("role", ["query", "key"])
+def test_rerotate_xpos_far_from_its_centre(role):
+    # 4-dim xPos, scale base 64: at position 20000 the scales reach about 3.5^(±312) = 1e±170,
+    # whose squares leave float64; the quotient of the two rotations is still moderate.
+    spec = rr.RopeSpec(4, xpos=rr.XPos(scale_base=64.0))
+    k = np.random.default_rng(4).standard_normal((3, 4))
+    positions = np.array([19_000, 19_999, 20_000])
+    cached = rr.apply_rope(k, spec, positions, seq_len=1, role=role)
+    with np.errstate(all="raise"):
+        moved = rr.rerotate(cached, spec, positions, from_seq_len=1, to_seq_len=5, role=role)
+    fresh = rr.apply_rope(k, spec, positions, seq_len=5, role=role)
+    np.testing.assert_allclose(moved, fresh, rtol=1e-9)
+
+
+def test_rerotate_refuses_pairs_scaled_to_zero():
+    # at position 40000 the query scale 0.2857^625 is below float64's smallest subnormal
+    spec = rr.RopeSpec(4, xpos=rr.XPos(scale_base=64.0))
+    q = rr.apply_rope(np.ones((1, 4)), spec, np.array([40_000]), seq_len=1, role="query")
+    with pytest.raises(ValueError, match=r"rerotate: at `from_seq_len` some pairs were scaled"):
+        rr.rerotate(q, spec, np.array([40_000]), from_seq_len=1, to_seq_len=5, role="query")
