@@ -7,19 +7,25 @@ from a point known to be infeasible and *proves* every step infeasible:
 
 1. At the current point :math:`t`, find some violated :math:`m` (:math:`B_m(t) < 0`).
    If there is none among all :math:`m \le L`, :math:`t` is the answer.
-2. Follow that :math:`m` to the first point where :math:`B_m` stops being negative. Each
-   step uses the quadratic upper bound
+2. Step past it safely. The quadratic upper bound
    :math:`B_m(t + r) \le B_m(t) + B_m'(t)\,r + K_m(t)\,r^2/2`, where
    :math:`K_m(t) = \sum_i g_i^2 (\varphi_i^2 + \varphi_i)`, :math:`\varphi_i = m\theta_i(t)`,
-   bounds :math:`|B_m''|` on :math:`[t, \infty)` (phases only shrink as :math:`t` grows).
-   Stepping to the root of that bound never passes a zero of :math:`B_m`, so every point
-   passed over is infeasible, and the steps converge to the first zero.
-3. Continue from the furthest such zero among the violators followed.
+   bounds :math:`|B_m''|` on :math:`[t, \infty)` (phases only shrink as :math:`t` grows),
+   so every point up to its root is infeasible. Take that step for the few violators whose
+   step is longest, and one more from each point reached while it is still negative
+   (repeated, these steps converge to the first zero of :math:`B_m`).
+3. Continue from the furthest point reached.
 
 Nothing is skipped: every point below the answer is covered by an interval on which one
-particular :math:`B_m` is negative. Evaluating all :math:`B_m` at one point is a matrix
-product, :math:`\cos((m_0 + k)\theta) = \cos m_0\theta\cos k\theta - \sin m_0\theta\sin
-k\theta`, done in blocks of :math:`m`.
+particular :math:`B_m` is negative, and the answer is checked against every :math:`m`.
+
+Finding a violated :math:`m` is the cost. Violations cluster in :math:`m`, so the
+neighbours of the last violators are tried first; failing that, :math:`1..L` is scanned in
+chunks, starting where the last scan succeeded. All :math:`B_m` of a run of consecutive
+:math:`m` are one matrix product,
+:math:`\cos((m_0 + k)\theta) = \cos m_0\theta\cos k\theta - \sin m_0\theta\sin k\theta`,
+and the cosines of an arithmetic progression of phases come from two short tables the
+same way, so few transcendentals are evaluated.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ __all__ = ["smallest_feasible_log_base"]
 
 Floats = NDArray[np.float64]
 
-_BLOCK = 1024  # m = m0 + k with 0 <= k < _BLOCK: one matrix product per chunk of m
-_CHUNK = 1 << 18  # values of m evaluated per matrix product (bounds memory)
+_BLOCK = 256  # m = m0 + k with 0 <= k < _BLOCK: one matrix product per chunk of m
+_CHUNK = 1 << 15  # values of m per matrix product: small, so a scan stops early
 _FOLLOW = 8  # violators followed per step (those that promise the longest steps)
-_WINDOW = 16  # neighbours of followed violators checked first at the next point
-_MAX_NEWTON = 60  # safe steps per follow; an unfinished follow is still a proven advance
+_WINDOW = 32  # m within this of the last violators followed are tried first
+_EXTRA_STEPS = 1  # safe steps per violator beyond the first; the next point looks again
 _SMALL = 64  # context lengths up to this are scanned from b = 1 directly
 
 
@@ -53,15 +59,17 @@ class _Sums:
         self.tol = 64.0 * np.finfo(np.float64).eps * (dim // 2) * max(context_length, 1)
 
     def block(self, t: float, start: int, stop: int) -> Floats:
-        """:math:`B_m(t)` for ``m = start .. stop - 1``, as matrix products."""
+        """:math:`B_m(t)` for ``m = start .. stop - 1``."""
         theta = np.exp(-self.g * t)
         size = stop - start
         width = min(_BLOCK, size)
-        k = np.arange(width, dtype=np.float64)[:, None] * theta
-        table = np.concatenate([np.cos(k), np.sin(k)], axis=1).T  # (2n, width)
-        m0 = (start + width * np.arange(-(-size // width), dtype=np.float64))[:, None] * theta
-        values: Floats = (np.concatenate([np.cos(m0), -np.sin(m0)], axis=1) @ table).ravel()
-        return values[:size]
+        rows = _cis_progression(start, width, -(-size // width), theta)
+        return _grid(rows, theta, width).ravel()[:size]
+
+    def windows(self, centres: Floats, half: int, t: float) -> Floats:
+        """:math:`B_m(t)` for ``m = c - half .. c + half`` around each centre, one row each."""
+        phases = np.multiply.outer(centres - half, np.exp(-self.g * t))
+        return _grid((np.cos(phases), np.sin(phases)), np.exp(-self.g * t), 2 * half + 1)
 
     def rows(self, m: Floats, t: Floats) -> tuple[Floats, Floats, Floats]:
         """:math:`B`, :math:`B'` and :math:`K` for each pair ``(m[r], t[r])``, directly."""
@@ -70,6 +78,36 @@ class _Sums:
         slopes = (np.sin(phi) * phi * self.g).sum(axis=1)
         curvature = ((phi * phi + phi) * self.g2).sum(axis=1)
         return values, slopes, curvature
+
+
+def _cis_progression(first: float, step: float, count: int, theta: Floats) -> tuple[Floats, Floats]:
+    """``cos`` and ``sin`` of ``(first + step j) theta`` for ``j < count``, shape (count, n).
+
+    Two small tables of phases and the angle-sum identity: about ``2 sqrt(count)`` rows of
+    transcendentals instead of `count` (each product adds a few ulp, far below the tolerance).
+    """
+    fine = max(1, math.isqrt(count - 1) + 1)
+    coarse = -(-count // fine)
+    big = np.multiply.outer(first + step * fine * np.arange(coarse, dtype=np.float64), theta)
+    small = np.multiply.outer(step * np.arange(fine, dtype=np.float64), theta)
+    cb, sb = np.cos(big)[:, None], np.sin(big)[:, None]
+    cs, ss = np.cos(small), np.sin(small)
+    n = theta.shape[0]
+    cos = (cb * cs - sb * ss).reshape(-1, n)[:count]
+    sin = (sb * cs + cb * ss).reshape(-1, n)[:count]
+    return cos, sin
+
+
+def _grid(rows: tuple[Floats, Floats], theta: Floats, width: int) -> Floats:
+    r"""Sums :math:`B_{m_r + k}` for ``k < width``, one row per ``r``, as one matrix product.
+
+    `rows` holds :math:`\cos m_r\theta` and :math:`\sin m_r\theta`; then
+    :math:`\cos((m_r + k)\theta) = \cos m_r\theta \cos k\theta - \sin m_r\theta \sin k\theta`.
+    """
+    cos_k, sin_k = _cis_progression(0.0, 1.0, width, theta)
+    left = np.concatenate([rows[0], -rows[1]], axis=1)
+    values: Floats = left @ np.concatenate([cos_k, sin_k], axis=1).T
+    return values
 
 
 def _safe_step(values: Floats, slopes: Floats, curvature: Floats) -> Floats:
@@ -81,10 +119,9 @@ def _safe_step(values: Floats, slopes: Floats, curvature: Floats) -> Floats:
     return np.where(curvature > 0, quadratic, np.inf)
 
 
-def _follow(sums: _Sums, m: Floats, t: float) -> float:
-    """Furthest point up to which some of the violators `m` are proven negative from `t`."""
-    ts = np.full(m.shape, t)
-    for _ in range(_MAX_NEWTON):
+def _follow(sums: _Sums, m: Floats, ts: Floats) -> float:
+    """Furthest point up to which the violators `m` are proven negative (each from `ts`)."""
+    for _ in range(_EXTRA_STEPS):
         values, slopes, curvature = sums.rows(m, ts)
         negative = values < -sums.tol
         if not negative.any():
@@ -100,9 +137,10 @@ class _Search:
     def __init__(self, dim: int, context_length: int) -> None:
         self.sums = _Sums(dim, context_length)
         self.length = context_length
-        self.near = np.empty(0, dtype=np.float64)  # neighbours of recent violators
+        self.centres = np.empty(0, dtype=np.float64)  # the last violators followed
+        self.chunks: list[tuple[int, int]] = []
 
-    def _chunks(self, first: int) -> list[tuple[int, int]]:
+    def _order_chunks(self, first: int) -> None:
         """Chunks of ``1..L``: those from `first` up, then the rest, top down."""
         bounds = []
         stop = self.length + 1
@@ -110,40 +148,43 @@ class _Search:
             start = max(1, stop - _CHUNK)
             bounds.append((start, stop))
             stop = start
-        return [c for c in bounds if c[1] > first] + [c for c in bounds if c[1] <= first]
+        self.chunks = [c for c in bounds if c[1] > first] + [c for c in bounds if c[1] <= first]
 
-    def violators(self, t: float, first: int) -> Floats:
-        """Some violated m at `t` (empty only when every m is non-negative)."""
-        if self.near.size:
-            values = self.sums.rows(self.near, np.full(self.near.shape, t))[0]
-            found = self.near[values < -self.sums.tol]
+    def violators(self, t: float) -> tuple[Floats, Floats]:
+        """Some violated m at `t`, and the safe first step of each (empty: none is violated)."""
+        if self.centres.size:
+            near = self.centres[:, None] + np.arange(-_WINDOW, _WINDOW + 1, dtype=np.float64)
+            values = self.sums.windows(self.centres, _WINDOW, t)
+            found = near[(values < -self.sums.tol) & (near >= 1) & (near <= self.length)]
             if found.size:
-                return self._best(found, t)
-        for start, stop in self._chunks(first):
+                return self._best(np.unique(found), t)
+        for i, (start, stop) in enumerate(self.chunks):
             values = self.sums.block(t, start, stop)
             bad = np.flatnonzero(values < -self.sums.tol)
             if bad.size:
+                # violators cluster: start the next scan where this one succeeded
+                self.chunks = self.chunks[i:] + self.chunks[:i]
                 return self._best((bad + start).astype(np.float64), t)
-        return np.empty(0, dtype=np.float64)
+        none = np.empty(0, dtype=np.float64)
+        return none, none
 
-    def _best(self, m: Floats, t: float) -> Floats:
+    def _best(self, m: Floats, t: float) -> tuple[Floats, Floats]:
         """The violators whose first safe step is longest; remember their neighbours."""
-        values, slopes, curvature = self.sums.rows(m, np.full(m.shape, t))
-        order = np.argsort(-_safe_step(values, slopes, curvature))[:_FOLLOW]
-        chosen = m[order]
-        window = chosen[:, None] + np.arange(-_WINDOW, _WINDOW + 1, dtype=np.float64)
-        self.near = np.unique(np.clip(window, 1, self.length))
-        return chosen
+        steps = _safe_step(*self.sums.rows(m, np.full(m.shape, t)))
+        order = np.argsort(-steps)[:_FOLLOW]
+        self.centres = m[order]
+        return self.centres, steps[order]
 
     def run(self, t: float, first: int, progress: Callable[[float], None] | None) -> float:
         """Smallest feasible t at or above `t`; `first` = smallest m worth checking first."""
+        self._order_chunks(first)
         while True:
             if progress is not None:
                 progress(t)
-            m = self.violators(t, first)
+            m, steps = self.violators(t)
             if not m.size:
                 return t
-            t = _follow(self.sums, m, t)
+            t = _follow(self.sums, m, t + steps)
 
 
 _CACHE: dict[tuple[int, int], float] = {}

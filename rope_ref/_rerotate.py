@@ -91,10 +91,11 @@ def _divide(c1: Array, s1: Array, c0: Array, s0: Array, *, xp: ModuleType) -> tu
     """
     m = xp.maximum(xp.abs(c0), xp.abs(s0))
     if not bool(xp.all((m > 0) & (m < math.inf))):
-        raise ValueError(
+        msg = (
             "rerotate: at `from_seq_len` some pairs were scaled to 0 or infinity in float64 "
             "(xPos far from its centre), so the rotation cannot be undone there"
         )
+        raise ValueError(msg)
     u, v = c0 / m, s0 / m
     norm = (u * u + v * v) * m
     return (c1 * u + s1 * v) / norm, (s1 * u - c1 * v) / norm

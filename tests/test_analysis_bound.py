@@ -89,3 +89,23 @@ def test_long_context_is_fast_and_right():
     found = analysis.base_lower_bound(128, 65536)
     assert worst(128, 65536, found) >= -1e-7
     assert worst(128, 65536, found * (1 - 1e-5)) < 0
+
+
+@pytest.mark.parametrize("t", [3.0, 11.5, 18.0])
+def test_the_matrix_product_sums_equal_direct_evaluation(t):
+    from rope_ref._analysis_bound import _Sums
+
+    dim, length = 128, 2**20
+    sums = _Sums(dim, length)
+    theta = np.exp(-sums.g * t)
+
+    def direct(m):
+        return np.cos(np.multiply.outer(np.asarray(m, dtype=np.float64), theta)).sum(axis=-1)
+
+    start, stop = length - 70_000, length + 1  # several rows, a ragged last one
+    np.testing.assert_allclose(
+        sums.block(t, start, stop), direct(np.arange(start, stop)), rtol=0, atol=sums.tol
+    )
+    centres = np.array([5.0, 1000.0, 777_777.0, length - 3.0])
+    near = centres[:, None] + np.arange(-4, 5)
+    np.testing.assert_allclose(sums.windows(centres, 4, t), direct(near), rtol=0, atol=sums.tol)
