@@ -226,7 +226,7 @@ def base_lower_bound(
     Notes
     -----
     In :math:`t = \ln b` the search walks upward from a base known to fail. At each point
-    it finds some violated :math:`m`, then follows that :math:`B_m` to its next zero with
+    it finds some violated :math:`m`, then moves along that :math:`B_m` toward its next zero in
     steps that a bound on :math:`|B_m''|` proves cannot jump over a zero; the first point
     with no violation is the answer, and every point below it has been shown to fail. One
     evaluation of all :math:`B_m` is a chunked matrix product. Results are cached, and a
