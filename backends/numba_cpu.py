@@ -10,9 +10,11 @@ Design
   and padded to three, so one kernel serves every rank: rows ``(a, b, c)`` of ``head_dim``
   features, whose table row is ``a*ta + b*tb + c*tc`` (a stride of 0 on an axis the tables
   broadcast over: heads sharing positions read one table row, never a per-head copy).
-- Rows are split into chunks across numba's threads (``numba.set_num_threads`` is
-  respected); small calls run on the calling thread, since waking threads costs more than
-  rotating a few rows.
+- Threads (``numba.set_num_threads`` is respected) split the outer rows ``(a, b)`` and
+  walk whole runs along ``c``, taking the views, and the table row when heads share it,
+  once per run; when there are fewer outer rows than chunks, they split single rows.
+  Small calls run on the calling thread, since waking threads costs more than rotating
+  a few rows.
 - Each row rotates with a simple loop over pairs that LLVM vectorises when the feature axis
   is contiguous (C-contiguous input is the fast path; any strides work).
 - float16 is read through an exact lookup table to float32 and written back with
@@ -147,13 +149,25 @@ def _first_row(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no
 
 @njit(inline="always", cache=True)
 def _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # Rows lo..hi-1 in runs along the last row axis, with the views of x, out and (when
+    # the run shares one table row, as heads do) cos and sin taken once per run.
     _, b_size, c_size, _ = x.shape
     ta, tb, tc = tstride
     a, b, c = _first_row(lo, b_size, c_size)
-    for _ in range(lo, hi):
-        t = a * ta + b * tb + c * tc
-        _row(x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest)
-        a, b, c = _next_row(a, b, c, b_size, c_size)
+    r = lo
+    while r < hi:
+        stop = min(c_size, c + hi - r)
+        xab, oab, t = x[a, b], out[a, b], a * ta + b * tb
+        if tc == 0:
+            cr, sr = cos[t], sin[t]
+            for k in range(c, stop):
+                _row(xab[k], oab[k], cr, sr, start, interleaved, sign, copy_rest)
+        else:
+            for k in range(c, stop):
+                tk = t + k * tc
+                _row(xab[k], oab[k], cos[tk], sin[tk], start, interleaved, sign, copy_rest)
+        r += stop - c
+        a, b, c = _next_row(a, b, c_size - 1, b_size, c_size)
 
 
 @njit(cache=True, nogil=True)
@@ -168,6 +182,27 @@ def _rows_parallel(x, out, cos, sin, tstride, start, interleaved, sign, copy_res
     for k in prange(chunks):
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
         _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _outer_parallel(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # Threads split the outer rows (a, b); each walks whole runs along c, so the views and,
+    # when heads share positions, the table row are taken once per run.
+    a_size, b_size, c_size, _ = x.shape
+    ta, tb, tc = tstride
+    outer = a_size * b_size
+    for k in prange(chunks):
+        for ab in range(outer * k // chunks, outer * (k + 1) // chunks):
+            a, b = ab // b_size, ab % b_size
+            xab, oab, t = x[a, b], out[a, b], a * ta + b * tb
+            if tc == 0:
+                cr, sr = cos[t], sin[t]
+                for c in range(c_size):
+                    _row(xab[c], oab[c], cr, sr, start, interleaved, sign, copy_rest)
+            else:
+                for c in range(c_size):
+                    tc_ = t + c * tc
+                    _row(xab[c], oab[c], cos[tc_], sin[tc_], start, interleaved, sign, copy_rest)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -284,7 +319,10 @@ def _launch(x4, o4, cos, sin, tstride, rows, start, interleaved, sign, copy_rest
         _rows_serial(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest)
     else:
         chunks = min(rows, CHUNKS_PER_THREAD * numba.get_num_threads())
-        _rows_parallel(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks)
+        if x4.shape[0] * x4.shape[1] >= chunks:
+            _outer_parallel(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks)
+        else:
+            _rows_parallel(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks)
 
 
 # ----------------------------------------------------------------------------------------

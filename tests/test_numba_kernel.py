@@ -121,6 +121,28 @@ def test_numba_matches_reference(case: dict) -> None:
     np.testing.assert_array_equal(x, before)  # input untouched
 
 
+@pytest.mark.parametrize(
+    ("shape", "seq_axis", "positions"),
+    [
+        ((2, 300, 4, 20), -3, None),  # threads split tokens; heads share a table row
+        ((2, 4, 300, 20), -2, None),  # threads split (batch, head); the table row moves
+        ((2, 300, 4, 20), -3, "grid"),  # per-batch positions
+        ((1, 1, 2048, 20), -2, None),  # too few outer rows: threads split single rows
+        ((1, 2, 100, 20), -2, None),  # under the parallel threshold: the calling thread
+    ],
+)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_every_thread_split_matches_reference(shape, seq_axis, positions, layout):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spec = rr.RopeSpec(20, rotary_dim=16, rotary_start=2, layout=layout)
+    if positions == "grid":
+        positions = rng.integers(0, 2**16, size=(shape[0], shape[1], 1))
+    want = rr.apply_rope(x, spec, positions, seq_axis=seq_axis)
+    got = rr.apply_rope(x, spec, positions, seq_axis=seq_axis, backend="numba")
+    assert_matches_reference(got, want, x)
+
+
 @given(kernel_cases(), st.sampled_from(["preallocated", "in_place"]))
 def test_out_and_in_place_equal_the_allocating_call(case: dict, how: str) -> None:
     x = case.pop("x")
