@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from typing import Any, Literal, NamedTuple
 
 import numba
@@ -80,52 +81,61 @@ def _f32_to_f16_bits(value: float, bits: int) -> np.uint16:  # pragma: no cover 
 
 
 @njit(inline="always", cache=True)
-def _pairs(x1, x2, o1, o2, cr, sr, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
-    for j in range(cr.shape[0]):
-        c = cr[j]
-        s = sign * sr[j]
-        a = x1[j]
-        b = x2[j]
-        o1[j] = a * c - b * s
-        o2[j] = b * c + a * s
+def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Rotate the pairs of row ``x[a, b, c]`` into ``out[a, b, c]`` by table row `t`.
 
-
-@njit(inline="always", cache=True)
-def _row(xr, orow, cr, sr, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # The halves are slices, not offsets into the row: every index is then provably in
-    # range, and a contiguous half (layout "half") lets LLVM vectorise the loop.
-    n = cr.shape[0]
-    stop = start + 2 * n
+    Feature and table indices are unsigned, so numba emits no negative-index wrap-around
+    for them: the pair loop is then plain strided loads and stores, which LLVM vectorises
+    when the feature axis is contiguous, and no view is made per row. (Features outside
+    the rotary slice are copied by `_copy_rest`, in a loop of its own: inside this one it
+    kept LLVM from vectorising.)
+    """
+    n = np.uint64(cos.shape[1])
+    tu = np.uint64(t)
+    first = np.uint64(start)
     if interleaved:
-        x1, x2 = xr[start:stop:2], xr[start + 1 : stop : 2]
-        _pairs(x1, x2, orow[start:stop:2], orow[start + 1 : stop : 2], cr, sr, sign)
+        one, two = np.uint64(1), np.uint64(2)
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            i = first + two * j
+            u = x[a, b, c, i]
+            v = x[a, b, c, i + one]
+            out[a, b, c, i] = u * cj - v * sj
+            out[a, b, c, i + one] = v * cj + u * sj
     else:
-        x1, x2 = xr[start : start + n], xr[start + n : stop]
-        _pairs(x1, x2, orow[start : start + n], orow[start + n : stop], cr, sr, sign)
-    if copy_rest:
-        for i in range(start):
-            orow[i] = xr[i]
-        for i in range(stop, xr.shape[0]):
-            orow[i] = xr[i]
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            i = first + j
+            u = x[a, b, c, i]
+            v = x[a, b, c, i + n]
+            out[a, b, c, i] = u * cj - v * sj
+            out[a, b, c, i + n] = v * cj + u * sj
 
 
 @njit(inline="always", cache=True)
-def _row_f16(xr, orow, cr, sr, start, interleaved, sign, copy_rest, lut, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE."""
-    d = xr.shape[0]
+def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
+
+    `buf` is float32 of shape ``(1, 1, 1, head_dim)``.
+    """
+    d = x.shape[3]
     for i in range(d):
-        buf[i] = lut[xr[i]]
-    _row(buf, buf, cr, sr, start, interleaved, sign, False)
+        buf[0, 0, 0, i] = lut[x[a, b, c, i]]
+    _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
     bits = buf.view(np.uint32)
     lo = 0 if copy_rest else start
-    hi = d if copy_rest else start + 2 * cr.shape[0]
+    hi = d if copy_rest else start + 2 * cos.shape[1]
     for i in range(lo, hi):
-        orow[i] = _f32_to_f16_bits(buf[i], bits[i])
+        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[0, 0, 0, i])
 
 
 # ----------------------------------------------------------------------------------------
 # All rows
 # ----------------------------------------------------------------------------------------
+# Every loop takes `x` and `out` as 4-D views (a, b, c, feature) and 2-D tables whose row
+# for (a, b, c) is ``t0 + a*ta + b*tb + c*tc``, with ``(ta, tb, tc) = steps``.
 
 
 @njit(inline="always", cache=True)
@@ -148,83 +158,123 @@ def _first_row(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no
 
 
 @njit(inline="always", cache=True)
-def _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # Rows lo..hi-1 in runs along the last row axis, with the views of x, out and (when
-    # the run shares one table row, as heads do) cos and sin taken once per run.
+def _copy_rest(x, out, lo, hi, start, stop):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Copy the features outside ``[start, stop)`` of rows lo..hi-1."""
+    _, b_size, c_size, d = x.shape
+    a, b, c = _first_row(lo, b_size, c_size)
+    for _ in range(lo, hi):
+        for i in range(start):
+            out[a, b, c, i] = x[a, b, c, i]
+        for i in range(stop, d):
+            out[a, b, c, i] = x[a, b, c, i]
+        a, b, c = _next_row(a, b, c, b_size, c_size)
+
+
+@njit(inline="always", cache=True)
+def _rows_range(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # Runs of rows along the last row axis: (a, b) stay fixed in the inner loop.
     _, b_size, c_size, _ = x.shape
-    ta, tb, tc = tstride
+    ta, tb, tc = steps
     a, b, c = _first_row(lo, b_size, c_size)
     r = lo
     while r < hi:
         stop = min(c_size, c + hi - r)
-        xab, oab, t = x[a, b], out[a, b], a * ta + b * tb
-        if tc == 0:
-            cr, sr = cos[t], sin[t]
-            for k in range(c, stop):
-                _row(xab[k], oab[k], cr, sr, start, interleaved, sign, copy_rest)
-        else:
-            for k in range(c, stop):
-                tk = t + k * tc
-                _row(xab[k], oab[k], cos[tk], sin[tk], start, interleaved, sign, copy_rest)
+        t = t0 + a * ta + b * tb
+        for k in range(c, stop):
+            _row(x, out, a, b, k, cos, sin, t + k * tc, start, interleaved, sign)
         r += stop - c
         a, b, c = _next_row(a, b, c_size - 1, b_size, c_size)
+    if copy_rest:
+        _copy_rest(x, out, lo, hi, start, start + 2 * cos.shape[1])
 
 
 @njit(cache=True, nogil=True)
-def _rows_serial(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _rows_serial(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]  # pragma: no cover
     rows = x.shape[0] * x.shape[1] * x.shape[2]
-    _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, 0, rows)
+    _rows_range(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, 0, rows)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _rows_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # Threads take equal runs of rows, so that they stay together in memory.
     rows = x.shape[0] * x.shape[1] * x.shape[2]
     for k in prange(chunks):
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
-        _rows_range(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lo, hi)
+        _rows_range(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lo, hi)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _outer_parallel(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # Threads split the outer rows (a, b); each walks whole runs along c, so the views and,
-    # when heads share positions, the table row are taken once per run.
-    a_size, b_size, c_size, _ = x.shape
-    ta, tb, tc = tstride
-    outer = a_size * b_size
-    for k in prange(chunks):
-        for ab in range(outer * k // chunks, outer * (k + 1) // chunks):
-            a, b = ab // b_size, ab % b_size
-            xab, oab, t = x[a, b], out[a, b], a * ta + b * tb
-            if tc == 0:
-                cr, sr = cos[t], sin[t]
-                for c in range(c_size):
-                    _row(xab[c], oab[c], cr, sr, start, interleaved, sign, copy_rest)
-            else:
-                for c in range(c_size):
-                    tc_ = t + c * tc
-                    _row(xab[c], oab[c], cos[tc_], sin[tc_], start, interleaved, sign, copy_rest)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _rows_f16(x, out, cos, sin, tstride, start, interleaved, sign, copy_rest, lut, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
+@njit(inline="always", cache=True)
+def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
     _, b_size, c_size, d = x.shape
-    ta, tb, tc = tstride
-    rows = x.shape[0] * b_size * c_size
+    ta, tb, tc = steps
+    buf = np.empty((1, 1, 1, d), dtype=np.float32)
+    a, b, c = _first_row(lo, b_size, c_size)
+    for _ in range(lo, hi):
+        t = t0 + a * ta + b * tb + c * tc
+        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf)
+        a, b, c = _next_row(a, b, c, b_size, c_size)
+
+
+@njit(cache=True, nogil=True)
+def _f16_serial(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut):  # type: ignore[no-untyped-def]  # pragma: no cover
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
+    _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, 0, rows)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _f16_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
     for k in prange(chunks):
-        buf = np.empty(d, dtype=np.float32)
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
-        a, b, c = _first_row(lo, b_size, c_size)
-        for _ in range(lo, hi):
-            t = a * ta + b * tb + c * tc
-            _row_f16(
-                x[a, b, c], out[a, b, c], cos[t], sin[t], start, interleaved, sign, copy_rest,
-                lut, buf,
-            )  # fmt: skip
-            a, b, c = _next_row(a, b, c, b_size, c_size)
+        _rows_range_f16(
+            x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi
+        )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------
-# The entry point
+# Launching: the calling thread for small calls, numba's threads for large ones
+# ----------------------------------------------------------------------------------------
+
+#: Held around parallel launches when numba runs on its `workqueue` threading layer, which
+#: aborts the process when two threads launch parallel work at the same time.
+_WORKQUEUE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _workqueue_layer() -> bool:
+    """Whether numba runs on its `workqueue` threading layer, which is not thread-safe.
+
+    ``numba.get_num_threads()`` starts the layer numba picks (``NUMBA_THREADING_LAYER``:
+    TBB, OpenMP or workqueue), so that it can be named before the first parallel launch.
+    """
+    numba.get_num_threads()
+    return bool(numba.threading_layer() == "workqueue")  # type: ignore[attr-defined]
+
+
+def _launch(x4, o4, cos, sin, t0, steps, rows, args):  # type: ignore[no-untyped-def]
+    """Rotate the 4-D views `x4` into `o4` (`rows` rows); `args` are the row options."""
+    if rows == 0:
+        return
+    kernel: Any
+    extra: tuple[Any, ...] = ()
+    parallel = rows >= SERIAL_ROWS
+    if parallel:
+        extra = (min(rows, CHUNKS_PER_THREAD * numba.get_num_threads()),)
+    if x4.dtype == np.float16:
+        kernel = _f16_parallel if parallel else _f16_serial
+        extra = (_f16_to_f32_table(), *extra)
+        x4, o4 = x4.view(np.uint16), o4.view(np.uint16)
+    else:
+        kernel = _rows_parallel if parallel else _rows_serial
+    if parallel and _workqueue_layer():
+        with _WORKQUEUE_LOCK:
+            kernel(x4, o4, cos, sin, t0, steps, *args, *extra)
+    else:
+        kernel(x4, o4, cos, sin, t0, steps, *args, *extra)
+
+
+# ----------------------------------------------------------------------------------------
+# The entry points
 # ----------------------------------------------------------------------------------------
 
 _COMPUTE_DTYPE: dict[np.dtype[Any], np.dtype[Any]] = {
@@ -247,6 +297,8 @@ def rotate(
 ) -> Array:
     """Rotate the pairs of `x` by the angles whose cos/sin are given; the kernel contract.
 
+    Safe to call from any number of threads at once, on every numba threading layer.
+
     Parameters
     ----------
     x : numpy.ndarray
@@ -261,12 +313,28 @@ def rotate(
     inverse : bool
         Rotate by the negated angles.
     out : numpy.ndarray, optional
-        Output of `x`'s shape and dtype; may be `x` itself (in-place).
+        Writeable output of `x`'s shape and dtype, no two of whose elements share memory
+        (not a broadcast view); `x` itself (in place), or an array that does not overlap
+        `x`.
 
     Returns
     -------
     numpy.ndarray
         `out`, or a new array.
+
+    Raises
+    ------
+    TypeError
+        If an array is not a NumPy array or has an unsupported dtype.
+    ValueError
+        If the tables do not broadcast against `x`, or `out` does not fit (see above).
+
+    Notes
+    -----
+    Calls with fewer than `SERIAL_ROWS` rows run on the calling thread without the GIL.
+    Larger calls run on numba's threads; on numba's ``workqueue`` threading layer, which
+    aborts the process when two threads launch parallel work at once, they take turns
+    behind a lock (the ``omp`` and ``tbb`` layers run them concurrently).
 
     Examples
     --------
@@ -276,53 +344,107 @@ def rotate(
     ...        inverse=False)
     array([[0., 1.]])
     """
-    _check_arrays(x, cos, sin, out)
-    compute = _COMPUTE_DTYPE[x.dtype]
-    if out is None:
-        out = np.empty_like(x)
+    _check_arrays(x, cos, sin)
     n_pairs = cos.shape[-1]
+    compute = _COMPUTE_DTYPE[x.dtype]
     cos = np.ascontiguousarray(cos, dtype=compute)
     sin = np.ascontiguousarray(sin, dtype=compute)
-    plan = _plan(x.shape, x.strides, out.strides, cos.shape)
-    if plan.rows == 0:
-        return out
-    cos_rows, sin_rows = cos.reshape(-1, n_pairs), sin.reshape(-1, n_pairs)
-    xm, om = x.reshape(plan.shape), out.reshape(plan.shape)
-    if not np.may_share_memory(om, out):  # pragma: no cover - the plan merges only views
-        msg = "internal error: `out` could not be viewed without a copy"
-        raise AssertionError(msg)
-    args = (
-        rotary_start,
-        layout == "interleaved",
-        compute.type(-1.0 if inverse else 1.0),
-        2 * n_pairs < x.shape[-1],
-    )
-    if plan.extra == 0:
-        _launch(xm, om, cos_rows, sin_rows, plan.table_strides, plan.rows, *args)
-        return out
-    for index in np.ndindex(*plan.shape[: plan.extra]):
-        first = sum(i * t for i, t in zip(index, plan.table_strides, strict=False))
-        cos_part, sin_part = cos_rows[first:], sin_rows[first:]
-        t3 = plan.table_strides[plan.extra :]
-        rows = plan.rows // math.prod(plan.shape[: plan.extra])
-        _launch(xm[index], om[index], cos_part, sin_part, t3, rows, *args)
-    return out
+    launch = prepare(x.shape, x.strides, x.dtype, cos.shape, layout, rotary_start, inverse)
+    return launch(x, out, cos.reshape(-1, n_pairs), sin.reshape(-1, n_pairs))
 
 
-def _launch(x4, o4, cos, sin, tstride, rows, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]
-    if x4.dtype == np.float16:
-        lut = _f16_to_f32_table()
-        chunks = min(rows, CHUNKS_PER_THREAD * numba.get_num_threads())
-        x4, o4 = x4.view(np.uint16), o4.view(np.uint16)
-        _rows_f16(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, lut, chunks)
-    elif rows < SERIAL_ROWS:
-        _rows_serial(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest)
-    else:
-        chunks = min(rows, CHUNKS_PER_THREAD * numba.get_num_threads())
-        if x4.shape[0] * x4.shape[1] >= chunks:
-            _outer_parallel(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks)
+@functools.lru_cache(maxsize=256)
+def prepare(
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: np.dtype[Any],
+    table_shape: tuple[int, ...],
+    layout: Literal["half", "interleaved"],
+    rotary_start: int,
+    inverse: bool,
+) -> Launch:
+    """The `Launch` for `x` of this shape, strides and dtype and tables of `table_shape`.
+
+    Raises ValueError if the tables do not broadcast to ``shape[:-1] + (n_pairs,)``.
+    """
+    return Launch(shape, strides, dtype, table_shape, layout, rotary_start, inverse)
+
+
+class Launch:
+    """Rotations of arrays of one geometry, planned once; a call is then a kernel launch.
+
+    ``launch(x, out, cos, sin, first_row)`` rotates `x`, of the planned shape, strides and
+    dtype, into `out` (None: a new array like `x`; otherwise checked as `rotate` checks
+    it) by 2-D C-contiguous tables of the compute dtype whose row ``first_row`` belongs
+    to the first row of `x` (the planned table shape gives the steps from there).
+    """
+
+    __slots__ = ("_args", "_f16", "_geometry", "_new", "_overlaps", "_plans")
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: np.dtype[Any],
+        table_shape: tuple[int, ...],
+        layout: str,
+        rotary_start: int,
+        inverse: bool,
+    ) -> None:
+        self._geometry = (shape, strides, table_shape)
+        self._args = (
+            rotary_start,
+            layout == "interleaved",
+            _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
+            2 * table_shape[-1] < shape[-1],
+        )
+        self._f16 = dtype == np.float16
+        self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
+        self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
+        self._plan(strides)  # raises if the tables do not broadcast
+
+    def __call__(
+        self,
+        x: np.ndarray,
+        out: np.ndarray | None,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        first_row: int = 0,
+    ) -> np.ndarray:
+        if out is None:
+            out = np.empty_like(x)
+            plan = self._new or self._plan(out.strides, new=True)
         else:
-            _rows_parallel(x4, o4, cos, sin, tstride, start, interleaved, sign, copy_rest, chunks)
+            if out is not x or self._overlaps or not x.flags.writeable:
+                _check_out(x, out)
+            plan = self._plans.get(out.strides) or self._plan(out.strides)
+        xm = x if plan.shape is None else x.reshape(plan.shape)
+        om = out if plan.shape is None else out.reshape(plan.shape)
+        if plan.serial:  # the common small call, straight to the kernel
+            _rows_serial(xm, om, cos, sin, first_row, *plan.kernel_args)
+        elif not plan.extra:
+            _launch(xm, om, cos, sin, first_row, plan.table_strides, plan.rows, self._args)
+        else:
+            t_outer, t_inner = plan.table_strides[: plan.extra], plan.table_strides[plan.extra :]
+            for index in np.ndindex(*xm.shape[: plan.extra]):
+                t0 = first_row + sum(i * t for i, t in zip(index, t_outer, strict=True))
+                _launch(xm[index], om[index], cos, sin, t0, t_inner, plan.rows, self._args)
+        return out
+
+    def _plan(self, out_strides: tuple[int, ...], *, new: bool = False) -> _Plan:
+        shape, strides, table_shape = self._geometry
+        plan = _plan(shape, strides, out_strides, table_shape)
+        plan = plan._replace(
+            serial=plan.serial and not self._f16, kernel_args=(plan.table_strides, *self._args)
+        )
+        if new:
+            self._new = plan
+        else:
+            if len(self._plans) >= 8:  # outputs of unusual strides: keep a few plans
+                self._plans.clear()
+            self._plans[out_strides] = plan
+        return plan
 
 
 # ----------------------------------------------------------------------------------------
@@ -330,7 +452,7 @@ def _launch(x4, o4, cos, sin, tstride, rows, start, interleaved, sign, copy_rest
 # ----------------------------------------------------------------------------------------
 
 
-def _check_arrays(x: Any, cos: Any, sin: Any, out: Any) -> None:
+def _check_arrays(x: Any, cos: Any, sin: Any) -> None:
     if type(x) is not np.ndarray or type(cos) is not np.ndarray or type(sin) is not np.ndarray:
         name, a = next(
             (n, a) for n, a in (("x", x), ("cos", cos), ("sin", sin)) if type(a) is not np.ndarray
@@ -347,8 +469,10 @@ def _check_arrays(x: Any, cos: Any, sin: Any, out: Any) -> None:
     if cos.shape != sin.shape:
         msg = f"`cos` and `sin` must have one shape; got {cos.shape} and {sin.shape}."
         raise ValueError(msg)
-    if out is None or out is x:
-        return
+
+
+def _check_out(x: np.ndarray, out: Any) -> None:
+    """Raise unless the kernel may write `out` (`x` itself, or an array beside it)."""
     if type(out) is not np.ndarray:
         msg = f"`out` must be a NumPy array for backend='numba'; got {type(out).__name__}."
         raise TypeError(msg)
@@ -359,11 +483,33 @@ def _check_arrays(x: Any, cos: Any, sin: Any, out: Any) -> None:
         )
         raise ValueError(msg)
     if not out.flags.writeable:
-        msg = "`out` must be writeable; got a read-only array."
+        what = "`x` itself, " if out is x else ""
+        msg = f"`out` must be writeable; got {what}a read-only array."
         raise ValueError(msg)
-    if np.may_share_memory(out, x) and not _same_view(out, x):
+    if _overlaps_itself(out.shape, out.strides, out.itemsize):
+        msg = (
+            "`out` must not have elements that share memory (a broadcast or overlapping "
+            f"strided view); got shape {out.shape} with strides {out.strides}."
+        )
+        raise ValueError(msg)
+    if out is not x and np.may_share_memory(out, x) and not _same_view(out, x):
         msg = "`out` must be `x` itself or not overlap it; got a partly overlapping array."
         raise ValueError(msg)
+
+
+def _overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether elements may share memory: a broadcast (stride 0) or overlapping strides.
+
+    No two elements overlap when, taking the axes of more than one element by increasing
+    stride, each stride is at least the bytes spanned by the axes before it. Layouts that
+    this cannot prove free of overlap count as overlapping.
+    """
+    span = itemsize
+    for stride, n in sorted((abs(s), n) for s, n in zip(strides, shape, strict=True) if n > 1):
+        if stride < span:
+            return True
+        span += stride * (n - 1)
+    return False
 
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
@@ -377,14 +523,18 @@ class _Plan(NamedTuple):
     """How to walk `x`.
 
     `shape` holds the merged leading axes (the first `extra` looped in Python, three left
-    for the kernel) and the feature axis; `table_strides` the step of each leading axis
-    in table rows (0 where the tables broadcast); `rows` the number of feature rows.
+    for the kernel) and the feature axis, or is None when that is `x`'s own shape;
+    `table_strides` the step of each leading axis in table rows (0 where the tables
+    broadcast); `rows` the number of feature rows per launch (per index of the `extra`
+    axes); `serial` whether it is one launch on the calling thread.
     """
 
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None
     extra: int
     table_strides: tuple[int, ...]
     rows: int
+    serial: bool
+    kernel_args: tuple[Any, ...] = ()  # the table strides and row options, for `serial`
 
 
 @functools.lru_cache(maxsize=256)
@@ -408,11 +558,14 @@ def _plan(
     merged, strides = _merge_axes(lead, [x_strides[:-1], out_strides[:-1], t_strides])
     extra = max(len(merged) - 3, 0)
     pad = max(3 - len(merged), 0)
+    view = (*([1] * pad), *merged, shape[-1])
+    rows = math.prod(view[extra:-1])
     return _Plan(
-        shape=(*([1] * pad), *merged, shape[-1]),
+        shape=None if view == shape else view,
         extra=extra,
         table_strides=(*([0] * pad), *strides[2]),
-        rows=int(np.prod(lead)),
+        rows=rows,
+        serial=extra == 0 and 0 < rows < SERIAL_ROWS,
     )
 
 

@@ -224,21 +224,21 @@ def _round_to_f16(values: np.ndarray) -> np.ndarray:
 
 
 def test_heads_share_one_table_row():
-    """The kernel receives tables that broadcast over heads (shape (1, S, 1, n)), never a
-    per-head copy."""
+    """Every call is planned (`prepare`) for tables that broadcast over heads (shape
+    (1, S, 1, n)), never a per-head copy: offset calls and explicit positions alike."""
     kernel = load_backend("numba")
     seen = []
-    original = kernel.rotate
+    prepare = kernel.prepare
 
-    def spy(x, cos, sin, **kwargs):
-        seen.append(cos.shape)
-        return original(x, cos, sin, **kwargs)
+    def spy(shape, strides, dtype, table_shape, *args):
+        seen.append(table_shape)
+        return prepare(shape, strides, dtype, table_shape, *args)
 
     x = np.ones((2, 7, 8, 16), dtype=np.float32)
     mp = pytest.MonkeyPatch()
-    mp.setattr(kernel, "rotate", spy)
+    mp.setattr(kernel, "prepare", spy)
     try:
-        rr.apply_rope(x, None, seq_axis=-3, backend="numba")
+        rr.apply_rope(x, None, seq_axis=-3, offset=123456, backend="numba")
         rr.apply_rope(x, None, np.arange(7), seq_axis=-3, backend="numba")
     finally:
         mp.undo()
