@@ -137,16 +137,7 @@ def apply_rope(
     if positions is None and role is None and form == "rotate_half":
         kernel = _numpy_kernel(backend, x)
         if kernel is not None:
-            result = numpy_kernel_call(
-                kernel,
-                x,
-                spec,
-                offset=offset,
-                seq_axis=seq_axis,
-                inverse=inverse,
-                seq_len=seq_len,
-                out=out,
-            )
+            result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
     xp = _check_x(x, "x")

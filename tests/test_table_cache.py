@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._table_cache import TableCache, positions_key, table_cache
+from rope_ref._table_cache import ENTRY_OVERHEAD, TableCache, positions_key, table_cache
 
 
 def pair(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,13 +52,25 @@ def test_least_recently_used_entries_go_first():
 
 
 def test_total_bytes_are_bounded():
-    cache = TableCache(max_entries=100, max_bytes=10 * 2 * 8 * 4)  # ten pairs of 4 float64
+    entry = 2 * 4 * 8 + ENTRY_OVERHEAD  # a pair of 4 float64, and the bookkeeping
+    cache = TableCache(max_entries=100, max_bytes=10 * entry)
     for key in range(25):
         cache.get_or_build(key, lambda: pair(4))
     assert len(cache) == 10
+    assert cache.nbytes == 10 * entry
     huge = cache.get_or_build("huge", lambda: pair(1000))  # larger than the bound: not kept
     assert huge[0].shape == (1000,)
     assert len(cache) == 10
+
+
+def test_without_an_entry_bound_only_bytes_count():
+    entry = 2 * 4 * 8 + ENTRY_OVERHEAD
+    cache = TableCache(max_entries=None, max_bytes=1000 * entry)
+    for key in range(1500):
+        cache.get_or_build(key, lambda: pair(4))
+    assert len(cache) == 1000
+    assert cache.get(499) is None
+    assert cache.get(500) is not None
 
 
 def test_concurrent_builders_agree():
@@ -85,6 +97,14 @@ def test_positions_are_keyed_by_value():
     assert positions_key(p) != positions_key(np.arange(5) + 1)
     assert positions_key(p) != positions_key(np.arange(5.0))  # dtype is part of the key
     assert positions_key([0, 1]) is None  # lists are not keyed (and not cached)
+    assert positions_key(np.array([0, 1], dtype=object)) is None  # nor non-numbers
+
+
+def test_object_positions_get_the_validation_error():
+    x = np.ones((2, 8))
+    positions = np.array([0, 1], dtype=object)
+    with pytest.raises(TypeError, match="`positions` must have an integer or real floating"):
+        rr.apply_rope(x, None, positions)
 
 
 def test_changing_positions_in_place_changes_the_result():
