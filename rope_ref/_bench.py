@@ -51,6 +51,8 @@ class Case:
     device: str = "cpu"
     #: Queries and keys of this shape each, through `apply_rope_qk`.
     qk: bool = False
+    #: Decoding: this many sequences take turns, each call the next token of the next one.
+    sequences: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -66,7 +68,8 @@ class Case:
     def label(self) -> str:
         """``B x S x H x D dtype``, with ``q+k`` for query-key cases."""
         qk = " q+k" if self.qk else ""
-        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk} ({self.device})"
+        seqs = f", {self.sequences} sequences in turn" if self.sequences else ""
+        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk} ({self.device}{seqs})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Result:
             "dtype": self.case.dtype,
             "device": self.case.device,
             "qk": self.case.qk,
+            "sequences": self.case.sequences,
         }
         return out
 

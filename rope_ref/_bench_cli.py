@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import sys
@@ -17,9 +18,15 @@ __all__ = ["machine_description", "register"]
 PRESETS: dict[str, tuple[tuple[int, int, int, int], str, str, bool]] = {
     "prefill": ((1, 4096, 32, 128), "float32", "cpu", False),
     "decode": ((1, 1, 32, 128), "float32", "cpu", False),
+    "decode-interleaved": ((1, 1, 32, 128), "float32", "cpu", False),
     "gpu-qk": ((4, 4096, 32, 128), "bfloat16", "gpu", True),
     "gpu-decode": ((1, 1, 32, 128), "bfloat16", "gpu", True),
 }
+#: Numbers of sequences decoding in turn for "decode-interleaved" (unless --sequences).
+INTERLEAVED_SEQUENCES = (1, 10, 100, 1000)
+#: The harness holds about this many bytes per element of a case at once: the input
+#: (drawn in float64), each output, and the reference backend's float64 temporaries.
+BYTES_PER_ELEMENT = 64
 SWEEP_LENGTHS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
 SWEEP_IMPLS = ("copy (parallel)", "copy (numpy)", "numba", "torch eager (HF-style)")
 
@@ -65,6 +72,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "how time grows with size (copy, numba and torch eager unless --only)",
     )
     bench.add_argument("--sweep-max", type=_positive, default=SWEEP_LENGTHS[-1])
+    bench.add_argument(
+        "--sequences",
+        action="append",
+        type=_positive,
+        metavar="N",
+        help="for --preset decode-interleaved: N sequences decode in turn, one token per "
+        f"call (repeatable; default {', '.join(map(str, INTERLEAVED_SEQUENCES))})",
+    )
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     bench.set_defaults(run=run)
 
@@ -76,6 +91,9 @@ def _shape(text: str) -> tuple[int, int, int, int]:
         values = ()
     if len(values) != 4 or min(values) < 1:
         msg = f"--shape must be four positive integers B,S,H,D; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    if values[3] % 2:
+        msg = f"--shape must have an even head_dim D (features rotate in pairs); got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return values
 
@@ -97,13 +115,25 @@ def run(args: argparse.Namespace) -> int:
     cases: list[tuple[Case, Sequence[str] | None]] = []
     for name in args.preset or ([] if args.shape or args.sweep else ["prefill", "decode"]):
         shape, dtype, device, qk = PRESETS[name]
-        cases.append((Case(shape, dtype, device, qk), args.only))
+        if name == "decode-interleaved":
+            for n in args.sequences or INTERLEAVED_SEQUENCES:
+                cases.append((Case(shape, dtype, device, qk, sequences=n), args.only))
+        else:
+            cases.append((Case(shape, dtype, device, qk), args.only))
     for shape in args.shape or []:
         cases.extend((Case(shape, d, args.device), args.only) for d in dtypes)
     if args.sweep:
         lengths = [s for s in SWEEP_LENGTHS if s <= args.sweep_max]
         for d in dtypes:
             cases.extend((c, args.only or SWEEP_IMPLS) for c in sweep_cases(lengths, dtype=d))
+    problem = (
+        _too_large([c for c, _ in cases])
+        or _unknown_names(args.only, cases)
+        or _misplaced_sequences(args)
+    )
+    if problem:
+        print(f"rope-ref bench: error: {problem}", file=sys.stderr)
+        return 2
     bar = _ProgressBar(len(cases) * args.rounds, enabled=sys.stderr.isatty())
     results = []
     try:
@@ -121,6 +151,57 @@ def run(args: argparse.Namespace) -> int:
         print(_describe(machine_description()))
         print(format_table(results))
     return 0
+
+
+def _too_large(cases: Sequence[Any]) -> str | None:
+    """Why the largest case cannot run on this machine, or None."""
+    memory = _memory_bytes()
+    limit = memory // BYTES_PER_ELEMENT
+    case = max(cases, key=lambda c: math.prod(c.shape), default=None)
+    if case is None or math.prod(case.shape) <= limit:
+        return None
+    return (
+        f"shape {','.join(map(str, case.shape))} has {math.prod(case.shape):,} elements; "
+        f"the benchmark holds about {BYTES_PER_ELEMENT} bytes per element at once (the "
+        "input, each output, the reference backend's float64 temporaries), so a case may "
+        f"have at most {limit:,} elements with this machine's {memory / 2**30:.0f} GiB "
+        "of memory"
+    )
+
+
+def _misplaced_sequences(args: argparse.Namespace) -> str | None:
+    if args.sequences and "decode-interleaved" not in (args.preset or []):
+        return f"--sequences applies to --preset decode-interleaved; got {args.sequences}"
+    return None
+
+
+def _memory_bytes() -> int:
+    """Physical memory (8 GiB where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 8 << 30
+
+
+def _unknown_names(only: Sequence[str] | None, cases: Sequence[Any]) -> str | None:
+    """Why some --only names match nothing that these cases time, or None."""
+    from rope_ref._bench_impls import Unavailable, implementations
+
+    if not only:
+        return None
+    known: dict[str, None] = {}
+    for case, _ in cases:
+        try:
+            known.update((impl.name, None) for impl in implementations(case))
+        except Unavailable:  # reported when the case runs
+            return None
+    unknown = [name for name in only if name not in known]
+    if not unknown:
+        return None
+    return (
+        f"--only names no implementation timed here: {', '.join(map(repr, unknown))}; "
+        f"choose from {', '.join(map(repr, known))}"
+    )
 
 
 def machine_description() -> dict[str, Any]:

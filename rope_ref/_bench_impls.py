@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +54,17 @@ def implementations(case: Case) -> list[Impl]:
         return _gpu_implementations(case)
     impls = [_cpu_copy(case)]
     backends = available_backends()
+    if case.sequences:
+        return impls + _decoding(
+            case.sequences, "numba" if backends["numba"] is None else "reference"
+        )
     impls.append(Impl("reference", "backend", _backend("reference", case.qk)))
     if backends["numba"] is None:
         impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
         if not case.qk:
             impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
+        if not case.qk and case.shape[1] == 1:
+            impls.append(Impl("numba offset+1", "backend", _next_token, NEXT_TOKEN_NOTE))
     if _installed("torch"):
         impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
         impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
@@ -141,6 +148,63 @@ def _numba_in_place(x: np.ndarray) -> Prepared:
     buf = x.copy()
     spec = RopeSpec(x.shape[-1])
     return lambda: apply_rope(buf, spec, seq_axis=-3, backend="numba", out=buf)
+
+
+NEXT_TOKEN_NOTE = "offset one token on per call"
+#: Decoding sequences start this many positions apart (each in blocks of its own).
+SEQUENCE_SPACING = 1024
+
+
+def _next_token(x: np.ndarray) -> Prepared:
+    """A decode loop's call: `offset` one token on from the last call's."""
+    spec, tokens = RopeSpec(x.shape[-1]), itertools.count()
+    return lambda: apply_rope(x, spec, offset=next(tokens), seq_axis=-3, backend="numba")
+
+
+def _decoding(n: int, backend: BackendName) -> list[Impl]:
+    """`n` sequences decoding in turn, by `offset` and by `positions`."""
+    return [
+        Impl(f"{backend} offset=", "backend", _in_turn(n, backend, 0, by_positions=False)),
+        Impl(f"{backend} positions=", "backend", _in_turn(n, backend, 0, by_positions=True)),
+        Impl(
+            f"{backend} offset= past 2**62",
+            "backend",
+            _in_turn(n, backend, 2**62, by_positions=False),
+            "beyond int64-exact offsets",
+        ),
+    ]
+
+
+def _in_turn(
+    n: int, backend: BackendName, base: int, *, by_positions: bool
+) -> Callable[[np.ndarray], Prepared]:
+    """Each call rotates `x` as the next token of the next of `n` sequences.
+
+    Sequence i starts at ``base + i * SEQUENCE_SPACING`` plus a shift that spreads the
+    sequences' moves to a new block of cached positions evenly over the calls, as
+    sequences of unrelated lengths do. One round of calls runs here, untimed, so that
+    the timing sees the steady state rather than the first touch of each sequence.
+    """
+
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        length = x.shape[1]
+        starts = [base + i * SEQUENCE_SPACING + (i * 64) // n for i in range(n)]
+        calls = itertools.count()
+
+        def run() -> object:
+            k = next(calls)
+            at = starts[k % n] + (k // n) * length
+            if by_positions:
+                p = np.arange(at, at + length)
+                return apply_rope(x, spec, p, seq_axis=-3, backend=backend)
+            return apply_rope(x, spec, offset=at, seq_axis=-3, backend=backend)
+
+        for _ in range(n):
+            run()
+        return run
+
+    return prepare
 
 
 def _hf_tables(torch: Any, x: np.ndarray, dtype: Any, device: str) -> tuple[Any, Any]:

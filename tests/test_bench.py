@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import rope_ref as rr
@@ -66,3 +67,67 @@ def test_gpu_preset_without_cupy_says_what_to_install(capsys):
         pytest.skip("CuPy is installed here")
     assert main(["bench", "--preset", "gpu-decode", "--rounds", "1"]) == 1
     assert "pip install 'rope-ref[cupy]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--shape", "1,1,1,1"], "--shape must have an even head_dim D"),
+        (["--shape", "1,1,2,7", "--dtype", "float64"], "--shape must have an even head_dim D"),
+        (["--sequences", "0", "--preset", "decode-interleaved"], "must be a positive integer"),
+    ],
+)
+def test_bench_refuses_bad_arguments_with_usage(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--preset", "decode", "--only", "nosuch"],
+            "--only names no implementation timed here: 'nosuch'; choose from 'copy",
+        ),
+        (
+            ["--shape", "100000,100000,32,128"],
+            "shape 100000,100000,32,128 has 40,960,000,000,000 elements; the benchmark holds "
+            "about 64 bytes per element",
+        ),
+        (["--sequences", "5"], "--sequences applies to --preset decode-interleaved; got [5]"),
+    ],
+)
+def test_bench_refuses_cases_it_cannot_run_before_running_any(capsys, argv, message):
+    assert main(["bench", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""
+
+
+def test_bench_decode_interleaved_reports_each_number_of_sequences(capsys):
+    argv = ["--preset", "decode-interleaved", "--sequences", "1", "--sequences", "3"]
+    report = run_json(capsys, *argv, "--rounds", "1")
+    rows = [(r["case"]["sequences"], r["name"]) for r in report["results"]]
+    backend = "numba" if rr.available_backends()["numba"] is None else "reference"
+    names = [f"{backend} offset=", f"{backend} positions=", f"{backend} offset= past 2**62"]
+    for n in (1, 3):
+        assert [name for seqs, name in rows if seqs == n][1:] == names
+    assert all(r["median_s"] > 0 for r in report["results"])
+
+
+def test_sequences_in_turn_rotate_at_their_own_positions():
+    """The decode-interleaved runner rotates call k as token k // n of sequence k % n."""
+    from rope_ref._bench_impls import SEQUENCE_SPACING, _in_turn
+
+    x = np.random.default_rng(0).standard_normal((1, 1, 2, 8)).astype(np.float32)
+    spec = rr.RopeSpec(8)
+    n = 3
+    for by_positions in (False, True):
+        run = _in_turn(n, "reference", 0, by_positions=by_positions)(x)  # one round ran
+        for k in range(n, 4 * n):
+            seq, token = k % n, k // n
+            at = seq * SEQUENCE_SPACING + (seq * 64) // n + token
+            want = rr.apply_rope(x, spec, np.array([float(at)]), seq_axis=-3)
+            np.testing.assert_array_equal(run(), want)
