@@ -2,21 +2,25 @@
 
 Reached through ``rope_ref.apply_rope(x, spec, backend="numba")`` (or ``"auto"``), which
 builds the float64 cos/sin tables, casts them to the compute dtype (float32 for float16 and
-float32 input, float64 for float64) and calls `rotate`.
+float32 input, float64 for float64) and calls `rotate`, or, for offset calls, the `Launch`
+that `prepare` planned once for the call's geometry (``rope_ref._fast_path``).
 
 Design
 ------
 - The leading axes of `x` are merged where the strides of `x`, `out` and the tables allow,
   and padded to three, so one kernel serves every rank: rows ``(a, b, c)`` of ``head_dim``
-  features, whose table row is ``a*ta + b*tb + c*tc`` (a stride of 0 on an axis the tables
-  broadcast over: heads sharing positions read one table row, never a per-head copy).
-- Threads (``numba.set_num_threads`` is respected) split the outer rows ``(a, b)`` and
-  walk whole runs along ``c``, taking the views, and the table row when heads share it,
-  once per run; when there are fewer outer rows than chunks, they split single rows.
-  Small calls run on the calling thread, since waking threads costs more than rotating
-  a few rows.
-- Each row rotates with a simple loop over pairs that LLVM vectorises when the feature axis
-  is contiguous (C-contiguous input is the fast path; any strides work).
+  features, whose table row is ``t0 + a*ta + b*tb + c*tc`` (a stride of 0 on an axis the
+  tables broadcast over: heads sharing positions read one table row, never a per-head
+  copy). That plan depends on shapes and strides only, so `prepare` makes it once per
+  geometry and a call is then a kernel launch.
+- Threads (``numba.set_num_threads`` is respected) take equal runs of consecutive rows.
+  Calls of fewer than `SERIAL_ROWS` rows run on the calling thread, since waking threads
+  costs more than rotating a few rows. Every kernel releases the GIL, and on numba's
+  ``workqueue`` threading layer, which is not thread-safe, parallel launches take turns
+  behind a lock: calls are safe from any number of threads on every layer.
+- Each row rotates with a loop over pairs indexed by unsigned integers (no negative-index
+  wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
+  (C-contiguous input is the fast path; any strides work).
 - float16 is read through an exact lookup table to float32 and written back with
   round-to-nearest-even, so there is no temporary the size of `x`.
 - Nothing is compiled at import: the first call compiles (and caches to disk) the
@@ -194,6 +198,14 @@ def _rows_serial(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_res
     _rows_range(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, 0, rows)
 
 
+@njit(cache=True, nogil=True)
+def _in_place_serial(x, cos, sin, t0, steps, start, interleaved, sign, copy_rest):  # type: ignore[no-untyped-def]  # pragma: no cover
+    # One array for input and output: LLVM sees that the pairs of a row do not overlap
+    # and vectorises, where two arrays that might alias keep it on the scalar loop.
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
+    _rows_range(x, x, cos, sin, t0, steps, start, interleaved, sign, False, 0, rows)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
     # Threads take equal runs of rows, so that they stay together in memory.
@@ -201,6 +213,14 @@ def _rows_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_r
     for k in prange(chunks):
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
         _rows_range(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _in_place_parallel(x, cos, sin, t0, steps, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
+    rows = x.shape[0] * x.shape[1] * x.shape[2]
+    for k in prange(chunks):
+        lo, hi = rows * k // chunks, rows * (k + 1) // chunks
+        _rows_range(x, x, cos, sin, t0, steps, start, interleaved, sign, False, lo, hi)
 
 
 @njit(inline="always", cache=True)
@@ -251,11 +271,15 @@ def _workqueue_layer() -> bool:
     return bool(numba.threading_layer() == "workqueue")  # type: ignore[attr-defined]
 
 
-def _launch(x4, o4, cos, sin, t0, steps, rows, args):  # type: ignore[no-untyped-def]
-    """Rotate the 4-D views `x4` into `o4` (`rows` rows); `args` are the row options."""
+def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[no-untyped-def]
+    """Rotate the 4-D views `x4` into `o4` (`rows` rows); `args` are the row options.
+
+    `in_place`: `o4` views the memory of `x4` as `x4` does.
+    """
     if rows == 0:
         return
     kernel: Any
+    arrays: tuple[Any, ...] = (x4,) if in_place else (x4, o4)
     extra: tuple[Any, ...] = ()
     parallel = rows >= SERIAL_ROWS
     if parallel:
@@ -263,14 +287,16 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args):  # type: ignore[no-untyped
     if x4.dtype == np.float16:
         kernel = _f16_parallel if parallel else _f16_serial
         extra = (_f16_to_f32_table(), *extra)
-        x4, o4 = x4.view(np.uint16), o4.view(np.uint16)
+        arrays = (x4.view(np.uint16), o4.view(np.uint16))
+    elif in_place:
+        kernel = _in_place_parallel if parallel else _in_place_serial
     else:
         kernel = _rows_parallel if parallel else _rows_serial
     if parallel and _workqueue_layer():
         with _WORKQUEUE_LOCK:
-            kernel(x4, o4, cos, sin, t0, steps, *args, *extra)
+            kernel(*arrays, cos, sin, t0, steps, *args, *extra)
     else:
-        kernel(x4, o4, cos, sin, t0, steps, *args, *extra)
+        kernel(*arrays, cos, sin, t0, steps, *args, *extra)
 
 
 # ----------------------------------------------------------------------------------------
@@ -421,15 +447,18 @@ class Launch:
             plan = self._plans.get(out.strides) or self._plan(out.strides)
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
-        if plan.serial:  # the common small call, straight to the kernel
+        in_place = out is x
+        if plan.serial and not in_place:  # the common small call, straight to the kernel
             _rows_serial(xm, om, cos, sin, first_row, *plan.kernel_args)
         elif not plan.extra:
-            _launch(xm, om, cos, sin, first_row, plan.table_strides, plan.rows, self._args)
+            steps = plan.table_strides
+            _launch(xm, om, cos, sin, first_row, steps, plan.rows, self._args, in_place)
         else:
             t_outer, t_inner = plan.table_strides[: plan.extra], plan.table_strides[plan.extra :]
             for index in np.ndindex(*xm.shape[: plan.extra]):
                 t0 = first_row + sum(i * t for i, t in zip(index, t_outer, strict=True))
-                _launch(xm[index], om[index], cos, sin, t0, t_inner, plan.rows, self._args)
+                args = (cos, sin, t0, t_inner, plan.rows, self._args, in_place)
+                _launch(xm[index], om[index], *args)
         return out
 
     def _plan(self, out_strides: tuple[int, ...], *, new: bool = False) -> _Plan:
