@@ -428,7 +428,7 @@ class Launch:
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
-        self._plan(strides)  # raises if the tables do not broadcast
+        _plan(shape, strides, strides, table_shape)  # raises if the tables do not broadcast
 
     def __call__(
         self,
@@ -440,11 +440,11 @@ class Launch:
     ) -> np.ndarray:
         if out is None:
             out = np.empty_like(x)
-            plan = self._new or self._plan(out.strides, new=True)
+            plan = self._new or self._plan(out, new=True)
         else:
             if out is not x or self._overlaps or not x.flags.writeable:
                 _check_out(x, out)
-            plan = self._plans.get(out.strides) or self._plan(out.strides)
+            plan = self._plans.get(out.strides) or self._plan(out)
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
@@ -461,9 +461,18 @@ class Launch:
                 _launch(xm[index], om[index], *args)
         return out
 
-    def _plan(self, out_strides: tuple[int, ...], *, new: bool = False) -> _Plan:
+    def _plan(self, out: np.ndarray, *, new: bool = False) -> _Plan:
+        """The plan for outputs of `out`'s strides, kept for the next calls."""
         shape, strides, table_shape = self._geometry
-        plan = _plan(shape, strides, out_strides, table_shape)
+        plan = _plan(shape, strides, out.strides, table_shape)
+        # Views of the merged axes never copy; checked once for these strides.
+        if (
+            plan.shape is not None
+            and out.size
+            and not np.may_share_memory(out.reshape(plan.shape), out)
+        ):  # pragma: no cover - the plan merges only axes that view without a copy
+            msg = "internal error: `out` could not be viewed without a copy"
+            raise AssertionError(msg)
         plan = plan._replace(
             serial=plan.serial and not self._f16, kernel_args=(plan.table_strides, *self._args)
         )
@@ -472,7 +481,7 @@ class Launch:
         else:
             if len(self._plans) >= 8:  # outputs of unusual strides: keep a few plans
                 self._plans.clear()
-            self._plans[out_strides] = plan
+            self._plans[out.strides] = plan
         return plan
 
 
