@@ -448,8 +448,11 @@ class Launch:
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
-        if plan.serial and not in_place:  # the common small call, straight to the kernel
-            _rows_serial(xm, om, cos, sin, first_row, *plan.kernel_args)
+        if plan.serial:  # the common small call, straight to the kernel
+            if in_place:
+                _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
+            else:
+                _rows_serial(xm, om, cos, sin, first_row, *plan.kernel_args)
         elif not plan.extra:
             steps = plan.table_strides
             _launch(xm, om, cos, sin, first_row, steps, plan.rows, self._args, in_place)

@@ -68,7 +68,8 @@ class Case:
     def label(self) -> str:
         """``B x S x H x D dtype``, with ``q+k`` for query-key cases."""
         qk = " q+k" if self.qk else ""
-        seqs = f", {self.sequences} sequences in turn" if self.sequences else ""
+        n = self.sequences
+        seqs = f", {n} sequence{'s' if n > 1 else ''} in turn" if n else ""
         return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk} ({self.device}{seqs})"
 
 
