@@ -33,8 +33,10 @@ def results_table(report: dict, path: Path) -> None:
         w.writerow(["case", "implementation", "median", "GB/s", "% of copy", "x reference"])
         for r in report["results"]:
             c = r["case"]
+            n = c.get("sequences", 0)
+            seqs = f", {n} sequence{'s' if n > 1 else ''}" if n else ""
             w.writerow([
-                f"{'x'.join(map(str, c['shape']))} {c['dtype']}{' q+k' if c['qk'] else ''}",
+                f"{'x'.join(map(str, c['shape']))} {c['dtype']}{' q+k' if c['qk'] else ''}{seqs}",
                 r["name"],
                 _fmt_time(r["median_s"]),
                 "-" if r["gb_per_s"] is None else f"{r['gb_per_s']:.1f}",
@@ -82,6 +84,26 @@ def sweep_chart(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def decoding_chart(report: dict, path: Path) -> None:
+    """Median time per call against the number of sequences decoding in turn."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    by_name: dict[str, list[tuple[int, float]]] = {}
+    for r in report["results"]:
+        n = r["case"].get("sequences", 0)
+        if n and r["median_s"] is not None:
+            by_name.setdefault(r["name"], []).append((n, r["median_s"]))
+    for name, points in by_name.items():
+        points.sort()
+        ax.loglog([p[0] for p in points], [p[1] * 1e6 for p in points], marker="o", label=name)
+    ax.set_xlabel("sequences decoding in turn (1x1x32x128 float32, one token per call)")
+    ax.set_ylabel("median time per call (us)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def make(outdir: Path) -> list[Path]:
     """Write the benchmark tables and charts into `outdir`."""
     written = []
@@ -89,6 +111,13 @@ def make(outdir: Path) -> list[Path]:
     for name, job in (
         ("bench_cpu.csv", lambda p: results_table(cpu, p)),
         ("bench_cpu.png", lambda p: bar_chart(cpu, p, [1, 4096, 32, 128])),
+    ):
+        job(outdir / name)
+        written.append(outdir / name)
+    decode = _load("bench_decode.json")
+    for name, job in (
+        ("bench_decode.csv", lambda p: results_table(decode, p)),
+        ("bench_decode.png", lambda p: decoding_chart(decode, p)),
     ):
         job(outdir / name)
         written.append(outdir / name)
