@@ -169,12 +169,6 @@ def _too_large(cases: Sequence[Any]) -> str | None:
     )
 
 
-def _misplaced_sequences(args: argparse.Namespace) -> str | None:
-    if args.sequences and "decode-interleaved" not in (args.preset or []):
-        return f"--sequences applies to --preset decode-interleaved; got {args.sequences}"
-    return None
-
-
 def _memory_bytes() -> int:
     """Physical memory (8 GiB where the system does not say)."""
     try:
@@ -202,6 +196,12 @@ def _unknown_names(only: Sequence[str] | None, cases: Sequence[Any]) -> str | No
         f"--only names no implementation timed here: {', '.join(map(repr, unknown))}; "
         f"choose from {', '.join(map(repr, known))}"
     )
+
+
+def _misplaced_sequences(args: argparse.Namespace) -> str | None:
+    if args.sequences and "decode-interleaved" not in (args.preset or []):
+        return f"--sequences applies to --preset decode-interleaved; got {args.sequences}"
+    return None
 
 
 def machine_description() -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from rope_ref._api import apply_rope, apply_rope_qk
 from rope_ref._dispatch import available_backends
+from rope_ref._fast_path import BLOCK
 from rope_ref._frequencies import rope_cos_sin
 from rope_ref._spec import RopeSpec
 from rope_ref._typing import BackendName
@@ -189,7 +190,7 @@ def _in_turn(
     def prepare(x: np.ndarray) -> Prepared:
         spec = RopeSpec(x.shape[-1])
         length = x.shape[1]
-        starts = [base + i * SEQUENCE_SPACING + (i * 64) // n for i in range(n)]
+        starts = [base + i * SEQUENCE_SPACING + (i * BLOCK) // n for i in range(n)]
         calls = itertools.count()
 
         def run() -> object:

@@ -120,6 +120,7 @@ def test_bench_decode_interleaved_reports_each_number_of_sequences(capsys):
 def test_sequences_in_turn_rotate_at_their_own_positions():
     """The decode-interleaved runner rotates call k as token k // n of sequence k % n."""
     from rope_ref._bench_impls import SEQUENCE_SPACING, _in_turn
+    from rope_ref._fast_path import BLOCK
 
     x = np.random.default_rng(0).standard_normal((1, 1, 2, 8)).astype(np.float32)
     spec = rr.RopeSpec(8)
@@ -128,6 +129,6 @@ def test_sequences_in_turn_rotate_at_their_own_positions():
         run = _in_turn(n, "reference", 0, by_positions=by_positions)(x)  # one round ran
         for k in range(n, 4 * n):
             seq, token = k % n, k // n
-            at = seq * SEQUENCE_SPACING + (seq * 64) // n + token
+            at = seq * SEQUENCE_SPACING + (seq * BLOCK) // n + token
             want = rr.apply_rope(x, spec, np.array([float(at)]), seq_axis=-3)
             np.testing.assert_array_equal(run(), want)
