@@ -12,6 +12,7 @@ gitignored and rebuilt on every build.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -116,6 +117,13 @@ def _protocol_signature(app: object, what: str, name: str, obj: object, options:
     return None
 
 
+class _DropMystConfigDump(logging.Filter):
+    """myst-parser logs its whole parser configuration at every build: noise for readers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "myst v" not in str(record.msg)[:40]  # the text may be wrapped in colour codes
+
+
 def _builder_inited(app: object) -> None:
     _make_figures()
     _check_api_coverage(app)
@@ -123,6 +131,7 @@ def _builder_inited(app: object) -> None:
 
 def setup(app: object) -> dict[str, object]:
     """Generate figures before the sources are read; tidy Protocol signatures."""
+    logging.getLogger("sphinx.myst_parser.sphinx_ext.main").addFilter(_DropMystConfigDump())
     app.connect("builder-inited", _builder_inited)  # type: ignore[attr-defined]
     app.connect("autodoc-process-signature", _protocol_signature)  # type: ignore[attr-defined]
     return {"parallel_read_safe": True}

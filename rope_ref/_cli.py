@@ -15,11 +15,16 @@ _SUBCOMMAND_MODULES = ("rope_ref._bench_cli", "rope_ref._theory_cli", "rope_ref.
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from rope_ref._verify import print_table, progress_to_stderr, run_checks
+    from rope_ref._verify import describe_setup, print_table, progress_to_stderr, run_checks
 
     results, skipped = run_checks(progress=None if args.json else progress_to_stderr)
     if args.json:
-        print(json.dumps({"checks": [r.as_dict() for r in results], "skipped": skipped}, indent=2))
+        report = {
+            "setup": describe_setup(),
+            "checks": [r.as_dict() for r in results],
+            "skipped": skipped,
+        }
+        print(json.dumps(report, indent=2))
     else:
         print_table(results, skipped)
     return 0 if results and all(r.passed for r in results) else 1

@@ -44,14 +44,14 @@ def run_example() -> int:
     for m, n in ((0, 1), (5, 6), (100, 101), (0, 3), (7, 10)):
         qm, kn = apply_rope(np.stack([q, k]), spec, np.array([m, n]))
         print(f"  m = {m:>3}, n = {n:>3}, n - m = {n - m}:  score = {float(qm @ kn): .12f}")
-    print("\nNotes on the source example's own table:")
+    print("\nThree slips to avoid when working this example by hand:")
     print(
         "  - the second pair turns by pos/100 per token, not pos/10000: 10000^(2i/d) with"
         " i = 1, d = 4 is 10000^(1/2) = 100;"
     )
     print(
-        "  - rows pos = 1, 2, 3 listed (cos theta, sin theta), not the rotated vector, e.g."
-        " [0, 1] at pos 1 becomes [-sin 1, cos 1];"
+        "  - a rotated pair is (x0 cos - x1 sin, x0 sin + x1 cos), not (cos, sin): [0, 1] at"
+        " pos 1 becomes [-sin 1, cos 1] = [-0.841471, 0.540302];"
     )
-    print("  - sin(0.03) = 0.029996, not 0.0298.")
+    print("  - sin(0.03) = 0.029996 (to six places), not 0.0298.")
     return 0

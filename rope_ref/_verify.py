@@ -18,12 +18,16 @@ from rope_ref._layout import convert_layout
 from rope_ref._spec import RopeSpec
 from rope_ref._typing import Array, ArrayNamespace, BackendName, Form
 
-__all__ = ["Check", "run_checks"]
+__all__ = ["Check", "describe_setup", "run_checks"]
 
 NAMESPACES = ("numpy", "array_api_strict", "torch", "jax.numpy", "dask.array", "cupy")
 KERNEL_NAMESPACE: dict[BackendName, str] = {"numba": "numpy", "cupy": "cupy"}
 OFFSET = 4096  # positions OFFSET .. OFFSET + SEQ - 1, large enough to exercise the angles
+SHIFT = 1000  # the composition and relative-position checks move every position by this
 SEQ, HEADS, BATCH = 32, 4, 2
+NAMESPACE_SKIP = "not installed, or no device"
+SPEC = RopeSpec(head_dim=128)  # LLaMA-style defaults: base 10000, half layout
+PARTIAL = RopeSpec(head_dim=128, rotary_start=16, rotary_dim=64)
 
 
 @dataclass(frozen=True)
@@ -80,14 +84,14 @@ def _exact_rotation(x: np.ndarray, spec: RopeSpec, positions: np.ndarray) -> np.
 def _checks(
     xp: ArrayNamespace, backend: BackendName, dtype_name: str
 ) -> Iterator[tuple[str, float, float]]:
-    spec = RopeSpec(head_dim=128)  # LLaMA-style defaults: base 10000, half layout
+    spec = SPEC
     rng = np.random.default_rng(0)
     x_host = rng.standard_normal((BATCH, SEQ, HEADS, spec.head_dim)).astype(dtype_name)
     dtype = getattr(xp, dtype_name)
     x = xp.asarray(x_host, dtype=dtype)
     eps = float(np.finfo(dtype_name).eps)
     positions = np.arange(SEQ) + OFFSET
-    top = float(positions[-1]) + 1000
+    top = float(positions[-1]) + SHIFT  # the largest angle: theta_0 = 1
     size = float(np.max(np.abs(x_host)))
     tol = tolerance(eps, max_angle=top, magnitude=size)
 
@@ -113,8 +117,8 @@ def _checks(
         (tolerance(eps, max_angle=top, magnitude=size * math.sqrt(spec.head_dim))),
     )
     yield "inverse undoes", _max_abs(rope(y, positions, inverse=True), x_host), 2 * tol
-    composed = rope(rope(x, positions), np.full(SEQ, 1000))
-    yield "R_a R_b = R_(a+b)", _max_abs(composed, rope(x, positions + 1000)), 3 * tol
+    composed = rope(rope(x, positions), np.full(SEQ, SHIFT))
+    yield "R_a R_b = R_(a+b)", _max_abs(composed, rope(x, positions + SHIFT)), 3 * tol
     yield "relative position", *_relative(xp, x, spec, positions, backend, eps, top)
     if backend == "reference":
         forms: tuple[Form, ...] = ("complex", "matrix")
@@ -126,8 +130,7 @@ def _checks(
         convert_layout(x, spec_i, src="half", dst="interleaved"), positions, rope_spec=spec_i
     )
     yield "layouts commute", _max_abs(via_half, direct), 0.0
-    partial = RopeSpec(head_dim=128, rotary_start=16, rotary_dim=64)
-    yp = to_numpy(rope(x, positions, rope_spec=partial))
+    yp = to_numpy(rope(x, positions, rope_spec=PARTIAL))
     untouched = np.concatenate(
         [yp[..., :16] - x_host[..., :16], yp[..., 80:] - x_host[..., 80:]], axis=-1
     )
@@ -143,10 +146,10 @@ def _relative(
     eps: float,
     top: float,
 ) -> tuple[float, float]:
-    """Largest change of any score <R_m q, R_n k> when all positions shift by 1000."""
+    """Largest change of any score <R_m q, R_n k> when all positions shift by SHIFT."""
     k = xp.flip(x, axis=1)
     scores = []
-    for shift in (0, 1000):
+    for shift in (0, SHIFT):
         q_rot, k_rot = apply_rope_qk(
             x, k, spec, xp.asarray(positions + shift), seq_axis=-3, backend=backend
         )
@@ -158,14 +161,17 @@ def _relative(
 
 
 def run_checks(progress: Callable[[str], None] | None = None) -> tuple[list[Check], list[str]]:
-    """Run every check on every usable namespace and backend; return checks and skips."""
+    """Run every check on every usable namespace and backend; return checks and skips.
+
+    Each skip reads ``"namespace NAME: why"`` or ``"backend NAME: why"``.
+    """
     results: list[Check] = []
     skipped: list[str] = []
     backends = available_backends()
     for name in NAMESPACES:
         xp = _namespace(name)
         if xp is None:
-            skipped.append(f"{name}: not installed or no device")
+            skipped.append(f"namespace {name}: {NAMESPACE_SKIP}")
             continue
         kernels = [b for b, ns in KERNEL_NAMESPACE.items() if ns == name and backends[b] is None]
         for backend in ("reference", *kernels):
@@ -178,8 +184,35 @@ def run_checks(progress: Callable[[str], None] | None = None) -> tuple[list[Chec
     return results, skipped
 
 
+def describe_setup() -> dict[str, str]:
+    """What `run_checks` measures: the spec, the inputs, and where the tolerances come from.
+
+    Examples
+    --------
+    >>> sorted(describe_setup())
+    ['error model', 'inputs', 'spec']
+    """
+    first, last = OFFSET, OFFSET + SEQ - 1
+    top = last + SHIFT
+    return {
+        "spec": f"RopeSpec(head_dim={SPEC.head_dim}): base {SPEC.base:g}, layout "
+        f"{SPEC.layout!r}, all {SPEC.rotary_dim} features rotated (LLaMA defaults); also "
+        f"layout 'interleaved', and rotary_start={PARTIAL.rotary_start}, "
+        f"rotary_dim={PARTIAL.rotary_dim}",
+        "inputs": f"x ~ N(0, 1) of shape {(BATCH, SEQ, HEADS, SPEC.head_dim)} "
+        f"(batch, seq, heads, head_dim) along seq_axis=-3, positions {first}..{last} "
+        f"(and {first + SHIFT}..{top} where a check shifts them by {SHIFT})",
+        "error model": "tolerance = |x|max * (2 eps(dtype) + 4 eps(float64) * (|angle|max + 1))"
+        f": two roundings to the dtype plus the float64 angle error at the largest angle, "
+        f"{top} rad; norms and scores scale it by their size (docs: precision.md)",
+    }
+
+
 def print_table(results: list[Check], skipped: list[str]) -> None:
-    """Print the checks as an aligned table, then what was skipped and the verdict."""
+    """Print what was tested, the checks as an aligned table, the skips and the verdict."""
+    for name, text in describe_setup().items():
+        print(f"{name + ':':<13}{text}")
+    print()
     header = (
         f"{'namespace':<17} {'backend':<10} {'dtype':<8} {'check':<28} {'max error':>10} "
         f"{'tolerance':>10}  result"
@@ -191,10 +224,39 @@ def print_table(results: list[Check], skipped: list[str]) -> None:
             f"{r.namespace:<17} {r.backend:<10} {r.dtype:<8} {r.check:<28} {r.error:>10.2e} "
             f"{r.tolerance:>10.2e}  {'ok' if r.passed else 'FAIL'}"
         )
-    for line in skipped:
+    print()
+    for line in summarise_skips(skipped):
         print(f"skipped: {line}")
     failures = sum(not r.passed for r in results)
-    print(f"\n{len(results) - failures} passed, {failures} failed")
+    namespaces = sum(s.startswith("namespace ") for s in skipped)
+    print(
+        f"{len(results) - failures} passed, {failures} failed; skipped {namespaces} "
+        f"namespace(s) and {len(skipped) - namespaces} backend(s)"
+    )
+
+
+def summarise_skips(skipped: list[str]) -> list[str]:
+    """Skips for people: the namespaces skipped for the same reason on one line.
+
+    Examples
+    --------
+    >>> summarise_skips(["namespace torch: why", "namespace cupy: why", "backend numba: how"])
+    ['namespaces torch, cupy: why', 'backend numba: how']
+    """
+    grouped: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for entry in skipped:
+        head, _, why = entry.partition(": ")
+        kind, _, name = head.partition(" ")
+        if kind == "namespace":
+            grouped.setdefault(why, []).append(name)
+        else:
+            lines.append(entry)
+    named = [
+        f"namespace{'s' if len(names) > 1 else ''} {', '.join(names)}: {why}"
+        for why, names in grouped.items()
+    ]
+    return named + lines
 
 
 def progress_to_stderr(message: str) -> None:

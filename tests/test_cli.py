@@ -28,9 +28,47 @@ def test_verify_passes_and_reports_every_check(capsys):
         assert check in out
 
 
+def test_verify_says_what_it_tested_and_counts_its_skips(monkeypatch, capsys):
+    """The minimal install: NumPy only, no numba; the summary counts every skip."""
+    import rope_ref._verify as verify
+
+    real_namespace = verify._namespace
+    monkeypatch.setattr(verify, "_namespace", lambda n: real_namespace(n) if n == "numpy" else None)
+    missing = {"numba": "needs 'numba'", "cupy": "needs 'cupy'"}
+    monkeypatch.setattr(verify, "available_backends", lambda: {"reference": None, **missing})
+    assert main(["verify"]) == 0
+    out = capsys.readouterr().out
+    assert "RopeSpec(head_dim=128): base 10000, layout 'half'" in out
+    assert f"positions {verify.OFFSET}..{verify.OFFSET + verify.SEQ - 1}" in out
+    assert "error model:" in out
+    others = len(verify.NAMESPACES) - 1
+    skip_lines = [line for line in out.splitlines() if line.startswith("skipped:")]
+    assert len(skip_lines) == 3  # the namespaces on one line, then each backend
+    assert all(name in skip_lines[0] for name in verify.NAMESPACES if name != "numpy")
+    numpy_checks = sum(" ok" in line for line in out.splitlines() if line.startswith("numpy"))
+    assert f"{numpy_checks} passed, 0 failed; skipped {others} namespace(s) and 2 backend(s)" in out
+
+
+def test_verify_error_model_line_is_the_tolerance_it_applies():
+    """The formula printed for people is the one the checks use."""
+    import numpy as np
+
+    from rope_ref._error_model import tolerance
+    from rope_ref._verify import OFFSET, SEQ, SHIFT, describe_setup
+
+    assert "2 eps(dtype) + 4 eps(float64) * (|angle|max + 1)" in describe_setup()["error model"]
+    top = OFFSET + SEQ - 1 + SHIFT
+    assert f"{top} rad" in describe_setup()["error model"]
+    eps32, eps64 = float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)
+    for magnitude in (1.0, 3.7):
+        printed = magnitude * (2 * eps32 + 4 * eps64 * (top + 1))
+        assert tolerance(eps32, max_angle=top, magnitude=magnitude) == pytest.approx(printed)
+
+
 def test_verify_json_lists_numpy_checks(capsys):
     assert main(["verify", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert set(report["setup"]) == {"spec", "inputs", "error model"}
     numpy_checks = [c for c in report["checks"] if c["namespace"] == "numpy"]
     assert {c["dtype"] for c in numpy_checks} == {"float32", "float64"}
     assert all(c["passed"] and c["error"] <= c["tolerance"] for c in report["checks"])
@@ -53,6 +91,10 @@ def test_example_prints_the_correct_numbers(capsys):
     # sinusoidal PE at pos 3: [sin 3, cos 3, sin 0.03, cos 0.03]
     pe = [math.sin(3), math.cos(3), math.sin(0.03), math.cos(0.03)]
     assert "[" + ", ".join(f"{v: .6f}" for v in pe) + "]" in out
+    # the closing notes state true values and name no outside source
+    assert f"[{-math.sin(1):.6f}, {math.cos(1):.6f}]" in out
+    assert f"sin(0.03) = {math.sin(0.03):.6f}" in out
+    assert "source" not in out
 
 
 def test_console_script_is_installed():
