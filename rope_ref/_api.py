@@ -19,6 +19,7 @@ from rope_ref._compat import (
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
+from rope_ref._foreign import accepts_foreign_arrays
 from rope_ref._frequencies import max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
@@ -36,6 +37,7 @@ from rope_ref._validation import check_axis, check_choice
 __all__ = ["apply_rope", "apply_rope_qk"]
 
 
+@accepts_foreign_arrays
 def apply_rope(
     x: Array,
     /,
@@ -188,6 +190,7 @@ def apply_rope(
     )
 
 
+@accepts_foreign_arrays
 def apply_rope_qk(
     q: Array,
     k: Array,
@@ -435,8 +438,7 @@ def laid_out_positions(
             positions = _host_positions(positions)
         p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
         p = shift(p, offset, pxp)
-        is_1d = p.ndim == (1 if spec.sections is None else 2)
-        axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
+        axis = normalize_seq_axis(seq_axis, x.ndim)
     return lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp), pxp
 
 

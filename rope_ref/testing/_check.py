@@ -16,14 +16,16 @@ from rope_ref._spec import RopeSpec
 from rope_ref.testing._assert import describe_worst
 from rope_ref.testing._compare import Comparison, compare
 from rope_ref.testing._conventions import (
-    PER_ROW,
     TORCH_CONVENTIONS,
+    Calling,
     Case,
     OutputError,
     TargetError,
+    TargetTimeoutError,
     run_case,
 )
 from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
 from rope_ref.testing._target import UsageError, describe_exception, load_target
 
 __all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
@@ -36,19 +38,25 @@ MAX_BATCH, MAX_HEADS, MAX_SEQ = 3, 3, 8
 class CheckConfig:
     """What to check and how: the parsed command line."""
 
-    convention: str
+    calling: Calling
     spec: RopeSpec
-    layout: str  # "auto", "half" or "interleaved"
-    dtype: str
+    layout: str  # "auto", "half", "interleaved" or "spec" (the target receives the spec)
     max_position: int
     examples: int
     seed: int = 0
-    device: str = "cpu"
+    angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
 
     @property
-    def angle_dtype(self) -> str | None:
+    def convention(self) -> str:
+        """The calling convention's name."""
+        return self.calling.convention
+
+    @property
+    def model_angle_dtype(self) -> str | None:
         """Angle precision of the model: exact tables for the table-driven conventions."""
-        return "float64" if self.convention in TORCH_CONVENTIONS else None
+        if self.angle_dtype is not None or self.convention not in TORCH_CONVENTIONS:
+            return self.angle_dtype
+        return "float64"
 
 
 @dataclass
@@ -85,6 +93,8 @@ class Report:
     examples: int
     max_error: float = 0.0
     max_ratio: float = 0.0
+    precision: str = PRECISION_CLASSES[0]
+    max_angle_error: float = 0.0
     model: str = ""
     counterexample: Case | None = None
     worst: str | None = None
@@ -108,7 +118,7 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checked code's warnings are not verdicts
-            outputs = run_case(fn, cfg.convention, case, spec, dtype=cfg.dtype, device=cfg.device)
+            outputs = run_case(fn, cfg.calling, case, spec)
     except TargetError as err:
         return Evaluation(error=err.error)
     except OutputError as err:
@@ -122,7 +132,7 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
             )
             return evaluation
         try:
-            c = compare(out.actual, out.setup, angle_dtype=cfg.angle_dtype)
+            c = compare(out.actual, out.setup, angle_dtype=cfg.model_angle_dtype)
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation
@@ -143,23 +153,36 @@ def probe_positions(max_position: int) -> np.ndarray:
     return np.unique(values[(values >= 0) & (values <= max_position)]).astype(np.int64)
 
 
+def shape_positions(cfg: CheckConfig, p: np.ndarray, batch: int) -> np.ndarray:
+    """1-D positions in the shape the position mode needs (rows, multi-axis)."""
+    mode = cfg.calling.positions
+    if mode == "offset":  # contiguous: the first position and on
+        p = p[0] + np.arange(len(p), dtype=np.int64)
+    elif mode == "rows":
+        p = np.stack([np.roll(p, (r * len(p)) // 2) for r in range(batch)])
+    n_axes = cfg.spec.position_axes
+    if n_axes is not None:  # every axis its own positions: t, then shifted h, w, ...
+        p = np.stack([p + 3 * a for a in range(n_axes)], axis=-1)
+    return p
+
+
 def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
     """A deterministic case with many positions (two batch rows, two heads)."""
     p = probe_positions(cfg.max_position) if positions is None else positions
-    if cfg.convention in PER_ROW:
-        p = np.stack([p, np.roll(p, len(p) // 2)])
-    return Case(batch=2, heads=2, seq=p.shape[-1], positions=p, seed=12345)
+    p = shape_positions(cfg, p, 2)
+    seq = p.shape[1] if cfg.calling.per_row else p.shape[0]
+    return Case(batch=2, heads=2, seq=seq, positions=p, seed=12345)
 
 
 def _single(cfg: CheckConfig, position: int) -> Case:
-    p = np.array([position], dtype=np.int64)
-    return Case(
-        batch=1, heads=1, seq=1, positions=p[None, :] if cfg.convention in PER_ROW else p, seed=1
-    )
+    p = shape_positions(cfg, np.array([position], dtype=np.int64), 1)
+    return Case(batch=1, heads=1, seq=1, positions=p, seed=1)
 
 
 def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
     """The layout to check against, and a note on how it was chosen."""
+    if cfg.layout == "spec":
+        return cfg.spec.layout, "as in the spec handed to the target"
     if cfg.layout != "auto":
         return cfg.layout, "as given"
     scores: dict[str, float] = {}
@@ -193,6 +216,8 @@ class _Stats:
     examples: int = 0
     max_error: float = 0.0
     max_ratio: float = 0.0
+    precision: int = 0  # index into PRECISION_CLASSES: the coarsest seen
+    max_angle_error: float = 0.0
 
     def add(self, ev: Evaluation) -> None:
         self.examples += 1
@@ -200,6 +225,9 @@ class _Stats:
             if c.error.size:
                 self.max_error = max(self.max_error, float(np.max(c.error)))
                 self.max_ratio = max(self.max_ratio, float(np.max(c.ratio)))
+                grade = PRECISION_CLASSES.index(precision_class(c))
+                self.precision = max(self.precision, grade)
+                self.max_angle_error = max(self.max_angle_error, max_angle_error(c))
 
 
 def _cases(cfg: CheckConfig) -> Any:
@@ -212,8 +240,15 @@ def _cases(cfg: CheckConfig) -> Any:
         batch = draw(st.integers(1, MAX_BATCH))
         heads = draw(st.integers(1, MAX_HEADS))
         seq = draw(st.integers(1, MAX_SEQ))
-        shape = (batch, seq) if cfg.convention in PER_ROW else (seq,)
-        p = draw(positions(shape, min_value=0, max_value=cfg.max_position))
+        mode = cfg.calling.positions
+        if mode == "offset":
+            start = draw(positions((), min_value=0, max_value=max(cfg.max_position - seq + 1, 0)))
+            p = shape_positions(cfg, np.atleast_1d(start) + np.arange(seq), batch)
+        else:
+            shape = (batch, seq) if mode == "rows" else (seq,)
+            n_axes = cfg.spec.position_axes
+            shape = shape if n_axes is None else (*shape, n_axes)
+            p = draw(positions(shape, min_value=0, max_value=cfg.max_position))
         return Case(batch, heads, seq, p, draw(st.integers(0, 2**32 - 1)))
 
     return cases()
@@ -250,7 +285,22 @@ def search(
         run()
     except _MismatchError as found:
         return stats, found
+    except BaseException as err:  # Hypothesis wraps what it cannot shrink
+        timeout = _find_timeout(err)
+        if timeout is not None:
+            raise timeout from None
+        raise
     return stats, None
+
+
+def _find_timeout(err: BaseException | None) -> TargetTimeoutError | None:
+    seen = 0
+    while err is not None and seen < 16:
+        if isinstance(err, TargetTimeoutError):
+            return err
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return None
 
 
 # -- diagnosing --------------------------------------------------------------------------------
@@ -313,6 +363,20 @@ def explain(
 
 def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     """Check `fn` under `cfg` and return the verdict."""
+    try:
+        return _check(fn, cfg)
+    except TargetTimeoutError as err:
+        return Report(
+            status="error",
+            layout=cfg.spec.layout,
+            layout_note="not detected",
+            examples=0,
+            error=f"the checked function did not return within {err.seconds:g} s "
+            "(a hang, or a first call slower than --timeout)",
+        )
+
+
+def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     layout, note = detect_layout(fn, cfg)
     spec = _spec_with_layout(cfg.spec, layout)
     try:
@@ -336,6 +400,8 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         examples=stats.examples,
         max_error=stats.max_error,
         max_ratio=stats.max_ratio,
+        precision=PRECISION_CLASSES[stats.precision],
+        max_angle_error=stats.max_angle_error,
         model=model,
     )
     if found is None:

@@ -149,8 +149,7 @@ def setup(
     else:
         raw = host64(positions) if is_array(positions) else positions
         p = shift(as_positions(raw, xp=hxp, n_axes=spec.position_axes), offset, hxp)
-        is_1d = p.ndim == (1 if spec.sections is None else 2)
-        axis = normalize_seq_axis(seq_axis, x64.ndim) if is_1d else None
+        axis = normalize_seq_axis(seq_axis, x64.ndim)
     lead = tuple(x64.shape[:-1])
     laid = lay_out(p, lead, axis, n_axes=spec.position_axes, xp=hxp)
     trailing = () if spec.sections is None else (len(spec.sections),)

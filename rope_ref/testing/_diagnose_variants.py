@@ -1,0 +1,228 @@
+"""Diagnoses about variants: scaling rules and multi-axis (M-RoPE) sections.
+
+Each check builds whole alternative specs (a scaling rule missing, of another family,
+with another factor or original context length; M-RoPE with other sections, section
+order or axis order, or collapsed to 1-D) and names the one that explains the result
+under its own error model, with the fitted parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from rope_ref import scaling as rules
+from rope_ref._frequencies import inv_freq
+from rope_ref._spec import RopeSpec
+from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._explain import Diagnosis, explains, failing_pairs, pair_angles, wrap
+
+__all__ = ["low_position_freqs", "partly_right_pairs", "ranges", "scaling", "sections"]
+
+#: Pre-training context lengths to try for rules that have one.
+COMMON_LENGTHS = (2048, 4096, 8192, 16384, 32768, 131072)
+#: Factors to try besides the fitted one.
+COMMON_FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0, 40.0)
+
+
+def low_position_freqs(c: Comparison) -> F64 | None:
+    """Per-pair angle per position of the result, read at the smallest non-zero position.
+
+    At position 1 or 2 no pair has turned by more than pi, so no unwrapping is needed.
+    """
+    s = c.setup
+    p = np.abs(s.row_positions)
+    nonzero = p[p > 0]
+    if nonzero.size == 0:
+        return None
+    rows = p == float(np.min(nonzero))
+    got, norm = pair_angles(s, c.actual)
+    usable = rows[..., None] & (norm > 0)
+    if not np.all(np.any(usable.reshape(-1, usable.shape[-1]), axis=0)):
+        return None
+    sign = -1.0 if s.inverse else 1.0
+    theta = sign * wrap(got) / float(np.min(nonzero))
+    masked = np.where(usable, theta, np.nan).reshape(-1, theta.shape[-1])
+    return np.asarray(np.nanmedian(masked, axis=0), dtype=np.float64)
+
+
+def _rule_text(rule: object) -> str:
+    if rule is None:
+        return "no scaling rule"
+    return repr(rule)
+
+
+def _fitted_factor(c: Comparison) -> float | None:
+    """Ratio of the unscaled to the measured frequency of the slowest pair."""
+    spec = c.setup.spec
+    measured = low_position_freqs(c)
+    if measured is None or spec.freqs is not None:
+        return None
+    plain = inv_freq(dataclasses.replace(spec, scaling=None))
+    if not measured[-1] > 0:
+        return None
+    factor = float(plain[-1] / measured[-1])
+    return round(factor, 3) if math.isfinite(factor) and factor > 1.0 + 1e-3 else None
+
+
+def _candidate_rules(c: Comparison) -> Iterator[object]:
+    spec = c.setup.spec
+    rule = spec.scaling
+    fitted = _fitted_factor(c)
+    factors = sorted({f for f in (fitted, *COMMON_FACTORS) if f is not None})
+    if rule is not None:
+        yield None
+    original = getattr(rule, "original_max_position", None)
+    lengths = [original] if original else []
+    lengths += [n for n in COMMON_LENGTHS if n != original]
+    factor = getattr(rule, "factor", None)
+    own = [factor] if factor else []
+    for f in [*own, *(g for g in factors if g != factor)]:
+        yield rules.Linear(f)
+        yield rules.NTKAware(f)
+        for n in lengths:
+            yield rules.YaRN(f, original_max_position=n)
+            yield rules.Llama3(f, original_max_position=n)
+    if isinstance(rule, rules.DynamicNTK):
+        for n in lengths:
+            yield rules.DynamicNTK(rule.factor, max_position=n)
+
+
+def scaling(c: Comparison) -> Diagnosis | None:
+    """A scaling rule missing, of another family, or with other parameters."""
+    spec = c.setup.spec
+    if spec.freqs is not None or spec.sections is not None or spec.xpos is not None:
+        return None
+    seen = 0
+    for rule in _candidate_rules(c):
+        if rule == spec.scaling:
+            continue
+        seen += 1
+        if seen > 200:
+            break
+        try:
+            alt = dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
+            expected = c.setup.oracle(spec=alt)
+        except ValueError:
+            continue
+        if explains(c, expected, spec=alt):
+            return Diagnosis("scaling", _scaling_message(spec.scaling, rule))
+    return None
+
+
+def _scaling_message(want: object, got: object) -> str:
+    head = f"the result follows {_rule_text(got)}, but the spec says {_rule_text(want)}"
+    if got is None:
+        why = "the scaling rule was not applied (plain RoPE frequencies)"
+    elif want is None:
+        why = "a scaling rule was applied that the spec does not have"
+    elif type(got) is not type(want):
+        why = f"{type(got).__name__} used where {type(want).__name__} belongs"
+    elif getattr(got, "factor", None) != getattr(want, "factor", None):
+        why = f"the factor is {got.factor:g}, not {want.factor:g}"  # type: ignore[attr-defined]
+    else:
+        why = "the original (pre-training) context length differs"
+    return f"{head}: {why}."
+
+
+# -- M-RoPE ------------------------------------------------------------------------------------
+
+
+def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec, str]]:
+    assert spec.sections is not None
+    other = "interleaved" if spec.section_order == "chunked" else "chunked"
+    yield (
+        dataclasses.replace(spec, section_order=other),  # type: ignore[arg-type]
+        f"the pairs are assigned to axes {other} ({other} M-RoPE), but the spec's order is "
+        f"{spec.section_order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
+    )
+    for perm in sorted(set(itertools.permutations(spec.sections))):
+        if perm != tuple(spec.sections):
+            yield (
+                dataclasses.replace(spec, sections=perm),
+                f"the sections are {list(perm)}, not the spec's {list(spec.sections)} "
+                "(mrope_section read in another order)",
+            )
+    for sections in ((16, 24, 24), (24, 20, 20), (8, 12, 12), (2, 3, 3)):
+        fits = len(sections) == len(spec.sections) and sum(sections) == spec.n_pairs
+        if fits and sorted(sections) != sorted(spec.sections):
+            yield (
+                dataclasses.replace(spec, sections=sections),
+                f"the sections are {list(sections)}, not the spec's {list(spec.sections)}",
+            )
+
+
+def sections(c: Comparison) -> Diagnosis | None:
+    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE."""
+    s = c.setup
+    spec = s.spec
+    if spec.sections is None:
+        return None
+    for alt_spec, why in _section_candidates(spec):
+        try:
+            alt = s.oracle(spec=alt_spec)
+        except ValueError:
+            continue
+        if explains(c, alt, spec=alt_spec):
+            return Diagnosis("sections", why + ".")
+    n_axes = len(spec.sections)
+    for perm in itertools.permutations(range(n_axes)):
+        if perm == tuple(range(n_axes)):
+            continue
+        grid = s.grid[..., list(perm)]
+        if explains(c, s.oracle(grid=grid), grid=grid):
+            return Diagnosis(
+                "sections",
+                f"the position axes are read in the order {list(perm)} (e.g. (h, t, w) for "
+                "(t, h, w)): the position ids' axes are permuted.",
+            )
+    flat_spec = dataclasses.replace(spec, sections=None)
+    for axis in range(n_axes):
+        grid = s.grid[..., axis]
+        setup_1d = dataclasses.replace(s, spec=flat_spec, grid=grid)
+        if explains(c, setup_1d.oracle(), spec=flat_spec, grid=grid):
+            return Diagnosis(
+                "sections",
+                f"the result is 1-D RoPE at the positions of axis {axis} on every pair: the "
+                "multi-axis positions were collapsed to one axis (M-RoPE sections ignored).",
+            )
+    return None
+
+
+def partly_right_pairs(c: Comparison) -> Diagnosis | None:
+    """1-D positions were given, but only some pairs match (checked after the frequencies)."""
+    spec = c.setup.spec
+    if spec.n_pairs < 2 or spec.sections is not None:
+        return None
+    bad = failing_pairs(c)
+    passthrough = np.ones(spec.head_dim, dtype=bool)
+    passthrough[spec.rotary_start : spec.rotary_stop] = False
+    if not np.any(bad) or np.all(bad) or np.any(c.failed[..., passthrough]):
+        return None
+    good = np.flatnonzero(~bad).tolist()
+    wrong = np.flatnonzero(bad).tolist()
+    return Diagnosis(
+        "sections",
+        f"pairs {ranges(good)} match the given positions and pairs {ranges(wrong)} do not, "
+        "and no frequency or scaling rule explains it: the pairs were rotated with other "
+        "positions, as multi-axis RoPE (M-RoPE) does for vision tokens; if so, give the "
+        "spec its sections and the (t, h, w) positions.",
+    )
+
+
+def ranges(idx: list[int]) -> str:
+    """``0-3, 7, 9-11`` for a sorted list of indices."""
+    parts: list[str] = []
+    start = prev = idx[0]
+    for i in [*idx[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(parts)
