@@ -132,18 +132,25 @@ def _scaling_message(want: object, got: object) -> str:
 # -- M-RoPE ------------------------------------------------------------------------------------
 
 
-def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec, str]]:
+def _replaced(spec: RopeSpec, **changes: object) -> RopeSpec | None:
+    try:
+        return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
+    except ValueError:  # e.g. sections the interleaved order cannot hold
+        return None
+
+
+def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]:
     assert spec.sections is not None
     other = "interleaved" if spec.section_order == "chunked" else "chunked"
     yield (
-        dataclasses.replace(spec, section_order=other),  # type: ignore[arg-type]
+        _replaced(spec, section_order=other),
         f"the pairs are assigned to axes {other} ({other} M-RoPE), but the spec's order is "
         f"{spec.section_order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
     )
     for perm in sorted(set(itertools.permutations(spec.sections))):
         if perm != tuple(spec.sections):
             yield (
-                dataclasses.replace(spec, sections=perm),
+                _replaced(spec, sections=perm),
                 f"the sections are {list(perm)}, not the spec's {list(spec.sections)} "
                 "(mrope_section read in another order)",
             )
@@ -151,7 +158,7 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec, str]]:
         fits = len(sections) == len(spec.sections) and sum(sections) == spec.n_pairs
         if fits and sorted(sections) != sorted(spec.sections):
             yield (
-                dataclasses.replace(spec, sections=sections),
+                _replaced(spec, sections=sections),
                 f"the sections are {list(sections)}, not the spec's {list(spec.sections)}",
             )
 
@@ -163,11 +170,9 @@ def sections(c: Comparison) -> Diagnosis | None:
     if spec.sections is None:
         return None
     for alt_spec, why in _section_candidates(spec):
-        try:
-            alt = s.oracle(spec=alt_spec)
-        except ValueError:
+        if alt_spec is None:
             continue
-        if explains(c, alt, spec=alt_spec):
+        if explains(c, s.oracle(spec=alt_spec), spec=alt_spec):
             return Diagnosis("sections", why + ".")
     n_axes = len(spec.sections)
     for perm in itertools.permutations(range(n_axes)):
