@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
-    from rope_ref.testing._conventions import TargetError, spec_keywords
+    from rope_ref.testing._conventions import TargetError
 
     _check_options(args)
     spec = _spec(args)
@@ -149,13 +149,10 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _UsageError(str(err)) from None
     except TargetError as err:
         raise _ImportFailedError(describe_exception(err.error)) from None
-    layout = args.layout
-    if layout == "auto" and spec_keywords(fn):
-        layout = "spec"  # the target follows the spec it is given: nothing to detect
     cfg = CheckConfig(
         calling=calling,
         spec=spec,
-        layout=layout,
+        layout=args.layout,
         max_position=args.max_position,
         examples=args.examples,
         seed=args.seed,

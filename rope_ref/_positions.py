@@ -126,9 +126,10 @@ def lay_out(
     """Reshape validated positions so their grid has ``len(lead)`` axes aligned with x.
 
     `lead` is ``x.shape[:-1]``. A 1-D grid whose length is ``lead[seq_axis]`` is laid along
-    `seq_axis`; a 2-D ``(batch, seq)`` grid (HF ``position_ids``) is read with its axes
-    along the batch axis 0 and `seq_axis`; any other grid must broadcast to `lead`
-    (right-aligned, NumPy rules). A 2-D grid that both readings accept differently raises.
+    `seq_axis`; against three or more axes, a 2-D grid is ``(batch, seq)`` ids (HF
+    ``position_ids``) laid along axis 0 and `seq_axis` whatever the sizes (never against
+    the trailing axes when seq and heads happen to match), and raises if it does not fit
+    them; any other grid must broadcast to `lead` (right-aligned, NumPy rules).
     """
     trailing = () if n_axes is None else (n_axes,)
     grid = tuple(p.shape[: p.ndim - len(trailing)])
@@ -136,28 +137,26 @@ def lay_out(
         shape = [1] * len(lead)
         shape[seq_axis] = grid[0]
         return xp.reshape(p, (*shape, *trailing))
-    broadcasts = len(grid) <= len(lead) and all(
-        g in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
-    )
-    padded = (1,) * (len(lead) - len(grid)) + grid
-    by_rows = _batch_seq_shape(grid, lead, seq_axis)
-    if by_rows is not None and broadcasts and by_rows != padded:
-        if seq_axis != len(lead) - 1:  # HF ids: never broadcast against the trailing axes
-            return xp.reshape(p, (*by_rows, *trailing))
-        msg = (
-            f"`positions` of shape {grid} can be read two ways against x.shape[:-1] = {lead}: "
-            f"as (batch, seq) ids along axes 0 and {seq_axis}, or broadcast right-aligned; "
-            "add the missing axes explicitly (e.g. positions[:, None, :])."
-        )
-        raise ValueError(msg)
-    if by_rows is not None and not broadcasts:
+    if len(grid) == 2 and len(lead) >= 3 and seq_axis not in (None, 0):
+        # HF-style (batch, seq) ids: always along axis 0 and seq_axis, whatever the sizes
+        by_rows = _batch_seq_shape(grid, lead, seq_axis)
+        if by_rows is None:
+            msg = (
+                f"`positions` of shape {grid} must be (batch, seq) ids for x.shape[:-1] = "
+                f"{lead}: ({lead[0]} or 1, {lead[seq_axis]}); for another grid give every "
+                "axis of x.shape[:-1] (e.g. positions[:, None, :])."
+            )
+            raise ValueError(msg)
         return xp.reshape(p, (*by_rows, *trailing))
-    if not broadcasts:
+    if len(grid) > len(lead) or any(
+        g not in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
+    ):
         msg = (
             f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
             f"x.shape[seq_axis], or (batch, seq)); got a position grid of shape {grid}."
         )
         raise ValueError(msg)
+    padded = (1,) * (len(lead) - len(grid)) + grid
     return xp.reshape(p, (*padded, *trailing))
 
 
@@ -165,8 +164,7 @@ def _batch_seq_shape(
     grid: tuple[int, ...], lead: tuple[int, ...], seq_axis: int | None
 ) -> tuple[int, ...] | None:
     """The shape that lays a ``(batch, seq)`` grid along axis 0 and `seq_axis`, if it fits."""
-    if seq_axis is None or seq_axis == 0 or len(grid) != 2 or len(lead) < 3:
-        return None
+    assert seq_axis is not None
     if grid[1] != lead[seq_axis] or grid[0] not in (1, lead[0]):
         return None
     shape = [1] * len(lead)

@@ -348,3 +348,11 @@ def mlx_fast_rope(x, offset, *, spec):
         scale=1.0,
         offset=offset,
     )
+
+
+def torchtune_llama3(x, input_pos, *, spec):
+    """torchtune's Llama3ScaledRoPE with its defaults (factor 8, original length 8192)."""
+    from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
+
+    module = _torchtune_module(Llama3ScaledRoPE, spec.rotary_dim, spec.base)
+    return module(x, input_pos=input_pos)

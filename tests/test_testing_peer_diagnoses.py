@@ -67,8 +67,9 @@ def test_torchtune_llama3_scaled_rope_scaling_mistakes(told, snippet):
     y = module(x, input_pos=torch.from_numpy(ids))
     right = rr.RopeSpec(64, base=500000.0, layout="interleaved", scaling=rules.Llama3(8.0, 8192))
     assert rope_report(y, x, right, ids, seq_axis=-3).ok
-    found = diagnose(y, x, rr.RopeSpec(64, base=500000.0, layout="interleaved", scaling=told),
-                     ids, seq_axis=-3)
+    found = diagnose(
+        y, x, rr.RopeSpec(64, base=500000.0, layout="interleaved", scaling=told), ids, seq_axis=-3
+    )
     assert found is not None and found.cause == "scaling", found
     assert "the result follows Llama3(factor=8.0, original_max_position=8192" in found.message
     assert snippet in found.message
@@ -164,8 +165,11 @@ def _qwen2_vl(sections=(6, 5, 5)) -> tuple[Any, Any, np.ndarray]:
     config = transformers.Qwen2VLTextConfig(
         hidden_size=4 * head_dim,
         num_attention_heads=4,
-        rope_parameters={"rope_type": "default", "mrope_section": list(sections),
-                         "rope_theta": 10000.0},
+        rope_parameters={
+            "rope_type": "default",
+            "mrope_section": list(sections),
+            "rope_theta": 10000.0,
+        },
     )
     module = qwen2_vl.Qwen2VLRotaryEmbedding(config)
     ids = np.random.default_rng(5).integers(0, 3000, size=(3, 1, 9))  # distinct t, h, w
@@ -197,8 +201,12 @@ def test_mrope_collapsed_to_1d_and_1d_positions_for_an_mrope_result():
     q, out, positions = _qwen2_vl()
     # The peer given t = h = w = the t positions (1-D RoPE); the oracle told the 3 axes.
     qwen2_vl = pytest.importorskip("transformers.models.qwen2_vl.modeling_qwen2_vl")
-    found = diagnose(rr.apply_rope(q, rr.RopeSpec(32), positions[..., 0]), q,
-                     rr.RopeSpec(32, sections=(6, 5, 5)), positions)
+    found = diagnose(
+        rr.apply_rope(q, rr.RopeSpec(32), positions[..., 0]),
+        q,
+        rr.RopeSpec(32, sections=(6, 5, 5)),
+        positions,
+    )
     assert found is not None and found.cause == "sections"
     assert "collapsed to one axis" in found.message
     # The M-RoPE result, but the oracle told only the t positions, as 1-D RoPE.

@@ -40,7 +40,7 @@ class CheckConfig:
 
     calling: Calling
     spec: RopeSpec
-    layout: str  # "auto", "half", "interleaved" or "spec" (the target receives the spec)
+    layout: str  # "auto", "half" or "interleaved"
     max_position: int
     examples: int
     seed: int = 0
@@ -181,8 +181,6 @@ def _single(cfg: CheckConfig, position: int) -> Case:
 
 def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
     """The layout to check against, and a note on how it was chosen."""
-    if cfg.layout == "spec":
-        return cfg.spec.layout, "as in the spec handed to the target"
     if cfg.layout != "auto":
         return cfg.layout, "as given"
     scores: dict[str, float] = {}
@@ -194,6 +192,8 @@ def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
         else:
             scores[layout] = float(np.max(worst[1].ratio, initial=0.0))
     best = min(scores, key=lambda k: scores[k])
+    if max(scores.values()) <= 1.0:
+        return cfg.spec.layout, "either matches: the target follows the spec it is given"
     if scores[best] <= 1.0:
         return best, "detected"
     if np.isinf(scores[best]):

@@ -227,10 +227,7 @@ def _pair(result: Any, labels: tuple[str, str]) -> tuple[Any, Any]:
     if not isinstance(result, tuple | list) or len(result) != 2:
         names = ", ".join(labels)
         hint = _IN_PLACE_HINT if result is None else ""
-        msg = (
-            f"the callable must return two arrays ({names}); got "
-            f"{type(result).__name__}{hint}."
-        )
+        msg = f"the callable must return two arrays ({names}); got {type(result).__name__}{hint}."
         raise OutputError(msg)
     return _array_like(result[0], labels[0]), _array_like(result[1], labels[1])
 
