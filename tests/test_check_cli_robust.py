@@ -53,7 +53,8 @@ def test_in_place_targets(capsys, target, convention):
     argv = [f"{TARGETS}:{target}", "--convention", convention, *FAST]
     status, out = _check(capsys, *argv, "--in-place")
     assert status == 0, out
-    assert "calling: torch arrays" in out and ", in place" in out
+    assert "calling: torch arrays" in out
+    assert ", in place" in out
     status, out = _check(capsys, *argv)  # without --in-place: None is not a result
     assert status == 1
     assert "got NoneType (if it rotates its input in place, pass --in-place)" in out

@@ -20,17 +20,20 @@ def _x(dtype, shape=(2, 3, 6, 16)):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_apply_rope_takes_and_returns_mlx_arrays(dtype):
-    x, values = _x(dtype)
+    x, _values = _x(dtype)
     spec = rr.RopeSpec(16)
     y = rr.apply_rope(x, spec, offset=5)
-    assert isinstance(y, mx.array) and y.dtype == getattr(mx, dtype) and y.shape == x.shape
+    assert isinstance(y, mx.array)
+    assert y.dtype == getattr(mx, dtype)
+    assert y.shape == x.shape
     assert not isinstance(y, np.ndarray)
     exact = rr.apply_rope(np.array(x.astype(mx.float32), dtype=np.float64), spec, offset=5)
     got = np.array(y.astype(mx.float32), dtype=np.float64)
     eps = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}[dtype]
     assert np.max(np.abs(got - exact)) <= 2 * eps * np.max(np.abs(exact)) + 1e-7
     q, k = rr.apply_rope_qk(x, x, spec)
-    assert isinstance(q, mx.array) and isinstance(k, mx.array)
+    assert isinstance(q, mx.array)
+    assert isinstance(k, mx.array)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -41,7 +44,9 @@ def test_mlx_fast_rope_passes_the_assertion(dtype):
     report = assert_rope_close(y, x, spec, offset=7)
     assert report.ok
     wrong = mx.fast.rope(x, 16, traditional=True, base=500000.0, scale=1.0, offset=7)
-    assert rope_report(wrong, x, spec, offset=7).diagnosis.cause == "layout"
+    diagnosis = rope_report(wrong, x, spec, offset=7).diagnosis
+    assert diagnosis is not None
+    assert diagnosis.cause == "layout"
 
 
 def test_mlx_out_is_refused():

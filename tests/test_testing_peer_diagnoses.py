@@ -45,7 +45,8 @@ def test_torchtune_run_at_shifted_positions_is_an_offset():
     y = module(x, input_pos=torch.from_numpy(ids + 100))
     spec = rr.RopeSpec(64, layout="interleaved")
     found = diagnose(y, x, spec, ids, seq_axis=-3)
-    assert found is not None and found.cause == "offset"
+    assert found is not None
+    assert found.cause == "offset"
     assert "+100" in found.message
     assert rope_report(y, x, spec, ids + 100, seq_axis=-3).ok
 
@@ -70,7 +71,8 @@ def test_torchtune_llama3_scaled_rope_scaling_mistakes(told, snippet):
     found = diagnose(
         y, x, rr.RopeSpec(64, base=500000.0, layout="interleaved", scaling=told), ids, seq_axis=-3
     )
-    assert found is not None and found.cause == "scaling", found
+    assert found is not None, found
+    assert found.cause == "scaling", found
     assert "the result follows Llama3(factor=8.0, original_max_position=8192" in found.message
     assert snippet in found.message
 
@@ -84,10 +86,12 @@ def test_mlx_fast_rope_at_offset_1000_is_an_offset():
     y = mx.fast.rope(x, 64, traditional=False, base=10000.0, scale=1.0, offset=1000)
     spec = rr.RopeSpec(64)
     found = diagnose(y, x, spec)
-    assert found is not None and found.cause == "offset"
+    assert found is not None
+    assert found.cause == "offset"
     assert "+1000" in found.message
     report = rope_report(y, x, spec, offset=1000)
-    assert report.ok and report.precision in ("float64-grade", "float32-grade")
+    assert report.ok
+    assert report.precision in ("float64-grade", "float32-grade")
 
 
 # --- transformers' rotary modules ------------------------------------------------------------
@@ -129,7 +133,8 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
 def test_hf_scaling_mistakes(params, told, snippet):
     q, out = _hf_rotary(params)
     found = diagnose(out, q, rr.RopeSpec(64, scaling=told), P)
-    assert found is not None and found.cause == "scaling", found
+    assert found is not None, found
+    assert found.cause == "scaling", found
     assert snippet in found.message
 
 
@@ -145,11 +150,13 @@ def test_hf_float32_angles_are_float32_grade_and_fail_the_strict_mode():
     out, _ = llama.apply_rotary_pos_emb(q, q, cos, sin)
     spec = rr.RopeSpec(64)
     report = rope_report(out, q, spec, p)
-    assert report.ok and report.precision == "float32-grade"
+    assert report.ok
+    assert report.precision == "float32-grade"
     assert 1e-3 < report.max_angle_error < 0.1  # float32 angles near 10^6 rad
     strict = rope_report(out, q, spec, p, angle_dtype="float64")
     assert not strict.ok
-    assert strict.diagnosis is not None and strict.diagnosis.cause == "precision"
+    assert strict.diagnosis is not None
+    assert strict.diagnosis.cause == "precision"
     assert "float32" in strict.diagnosis.message
     with pytest.raises(AssertionError, match="Angle precision: float32-grade"):
         rr.testing.assert_rope_close(out, q, spec, p, angle_dtype="float64")
@@ -193,7 +200,8 @@ def test_mrope_mistakes(told, swap_axes, snippet):
     p = positions[..., [1, 0, 2]] if swap_axes else positions
     assert rope_report(out, q, rr.RopeSpec(32, sections=(6, 5, 5)), positions).ok
     found = diagnose(out, q, spec, p)
-    assert found is not None and found.cause == "sections", found
+    assert found is not None, found
+    assert found.cause == "sections", found
     assert snippet in found.message
 
 
@@ -207,10 +215,12 @@ def test_mrope_collapsed_to_1d_and_1d_positions_for_an_mrope_result():
         rr.RopeSpec(32, sections=(6, 5, 5)),
         positions,
     )
-    assert found is not None and found.cause == "sections"
+    assert found is not None
+    assert found.cause == "sections"
     assert "collapsed to one axis" in found.message
     # The M-RoPE result, but the oracle told only the t positions, as 1-D RoPE.
     found = diagnose(out, q, rr.RopeSpec(32), positions[..., 0])
-    assert found is not None and found.cause == "sections", found
+    assert found is not None, found
+    assert found.cause == "sections", found
     assert "pairs 0-5 match the given positions" in found.message
     assert qwen2_vl is not None
