@@ -314,6 +314,9 @@ def spec_driven(x, positions, *, spec):
     """The oracle itself, told the spec: conformant for any --hf-config."""
     import rope_ref as rr
 
+    grid_ndim = positions.ndim - (spec.sections is not None)
+    if grid_ndim == 2:  # (batch, seq) ids against (batch, heads, seq, dim)
+        positions = positions[:, None]
     return rr.apply_rope(x, spec, positions)
 
 

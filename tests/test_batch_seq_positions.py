@@ -35,22 +35,20 @@ def test_batch_seq_ids_with_heads_before_seq():
     np.testing.assert_allclose(got, rr.apply_rope(x, spec, ids[:, None, :]), rtol=0, atol=0)
 
 
-def test_batch_equal_to_heads_is_still_batch_seq():
+def test_ids_that_can_be_read_two_ways_raise():
     spec = rr.RopeSpec(head_dim=8)
-    x = np.random.default_rng(3).standard_normal((2, 2, 5, 8))  # batch == heads
-    ids = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
-    got = rr.apply_rope(x, spec, ids)
-    np.testing.assert_allclose(got, _rows_one_by_one(x, spec, ids, -2), rtol=0, atol=1e-12)
+    x = np.zeros((2, 2, 5, 8))  # batch == heads: (batch, seq) or (heads, seq)?
+    with pytest.raises(ValueError, match=r"can be read two ways.*positions\[:, None, :\]"):
+        rr.apply_rope(x, spec, np.zeros((2, 5)))
+    np.testing.assert_allclose(rr.apply_rope(x + 1, spec, np.zeros((2, 1, 5))), x + 1)
 
 
-def test_a_2d_grid_that_is_not_batch_seq_raises():
+def test_a_full_grid_still_broadcasts():
     spec = rr.RopeSpec(head_dim=8)
-    x = np.zeros((2, 3, 5, 8))
-    with pytest.raises(ValueError, match=r"must be \(batch, seq\) ids.*positions\[:, None, :\]"):
-        rr.apply_rope(x, spec, np.zeros((3, 5)))  # (heads, seq)? give every axis instead
-    np.testing.assert_allclose(  # the explicit (1, heads, seq) grid works
-        rr.apply_rope(x + 1, spec, np.zeros((1, 3, 5))), x + 1, rtol=0, atol=0
-    )
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 8))  # e.g. a 3 x 5 image grid
+    grid = np.arange(15).reshape(3, 5)
+    expected = np.stack([rr.apply_rope(x[b], spec, grid) for b in range(2)])
+    np.testing.assert_allclose(rr.apply_rope(x, spec, grid), expected, rtol=0, atol=0)
 
 
 def test_testing_kit_reads_ids_the_same_way():

@@ -30,24 +30,36 @@ COMMON_FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0, 40.0)
 
 
 def low_position_freqs(c: Comparison) -> F64 | None:
-    """Per-pair angle per position of the result, read at the smallest non-zero position.
+    """Per-pair angle per position of the result, refined up a ladder of positions.
 
-    At position 1 or 2 no pair has turned by more than pi, so no unwrapping is needed.
+    At the smallest non-zero position no pair has turned by more than pi, which gives a
+    first estimate; each larger position then unwraps its angle around the prediction of
+    the estimate so far (valid while the prediction is within pi), so the estimate sharpens
+    with every step up.
     """
     s = c.setup
     p = np.abs(s.row_positions)
-    nonzero = p[p > 0]
-    if nonzero.size == 0:
+    steps = np.unique(p[p > 0])
+    if steps.size == 0:
         return None
-    rows = p == float(np.min(nonzero))
     got, norm = pair_angles(s, c.actual)
-    usable = rows[..., None] & (norm > 0)
-    if not np.all(np.any(usable.reshape(-1, usable.shape[-1]), axis=0)):
-        return None
     sign = -1.0 if s.inverse else 1.0
-    theta = sign * wrap(got) / float(np.min(nonzero))
-    masked = np.where(usable, theta, np.nan).reshape(-1, theta.shape[-1])
-    return np.asarray(np.nanmedian(masked, axis=0), dtype=np.float64)
+    theta: F64 | None = None
+    for step in steps:
+        rows = (p == step)[..., None] & (norm > 0)
+        if not np.all(np.any(rows.reshape(-1, rows.shape[-1]), axis=0)):
+            continue
+        angle = sign * got
+        masked = np.where(rows, angle, np.nan).reshape(-1, angle.shape[-1])
+        at_step = np.asarray(np.nanmedian(masked, axis=0), dtype=np.float64)
+        if theta is None:
+            theta = wrap(at_step) / step
+            continue
+        predicted = theta * step
+        if np.any(np.abs(theta - (predicted + wrap(at_step - predicted)) / step) * step > 1.0):
+            break  # the prediction drifted too far to unwrap safely
+        theta = (predicted + wrap(at_step - predicted)) / step
+    return theta
 
 
 def _rule_text(rule: object) -> str:
@@ -56,24 +68,31 @@ def _rule_text(rule: object) -> str:
     return repr(rule)
 
 
-def _fitted_factor(c: Comparison) -> float | None:
-    """Ratio of the unscaled to the measured frequency of the slowest pair."""
+def _fitted_factors(c: Comparison) -> list[float]:
+    """Factors read off the result, each tidied to 3 significant digits and exact.
+
+    The median ratio of unscaled to measured frequency over all pairs (a linear rule
+    scales every pair alike), and the ratio at the slowest pair (which YaRN, Llama 3 and
+    NTK-aware scale by the full factor).
+    """
     spec = c.setup.spec
     measured = low_position_freqs(c)
-    if measured is None or spec.freqs is not None:
-        return None
+    if measured is None or spec.freqs is not None or not np.all(measured > 0):
+        return []
     plain = inv_freq(dataclasses.replace(spec, scaling=None))
-    if not measured[-1] > 0:
-        return None
-    factor = float(plain[-1] / measured[-1])
-    return round(factor, 3) if math.isfinite(factor) and factor > 1.0 + 1e-3 else None
+    ratios = plain / measured
+    found: list[float] = []
+    for factor in (float(np.median(ratios)), float(ratios[-1])):
+        if math.isfinite(factor) and factor > 1.0 + 1e-3:
+            found += [float(f"{factor:.3g}"), factor]
+    return list(dict.fromkeys(found))
 
 
 def _candidate_rules(c: Comparison) -> Iterator[object]:
     spec = c.setup.spec
     rule = spec.scaling
-    fitted = _fitted_factor(c)
-    factors = sorted({f for f in (fitted, *COMMON_FACTORS) if f is not None})
+    near = _fitted_factors(c)
+    factors = [*near, *(f for f in COMMON_FACTORS if f not in near)]
     if rule is not None:
         yield None
     original = getattr(rule, "original_max_position", None)

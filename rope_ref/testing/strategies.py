@@ -43,7 +43,7 @@ from rope_ref._compat import array_namespace, host_namespace
 from rope_ref._spec import RopeSpec
 from rope_ref._typing import LAYOUTS
 
-__all__ = ["RopeCase", "positions", "rope_cases", "rope_specs"]
+__all__ = ["RopeCase", "positions", "rope_cases", "rope_specs", "scaling_rules"]
 
 #: Integers where 16- and 32-bit floats stop being exact: bfloat16, float16, float32.
 EDGE_POWERS = (8, 11, 24)
@@ -52,21 +52,33 @@ _DEFAULT_MAX_POSITION = 2**24 + 2
 
 @dataclass(frozen=True)
 class RopeCase:
-    """One drawn test case: queries or keys `x`, the `spec` and the `positions`.
+    """One drawn test case: queries or keys `x`, the `spec`, the `positions` and `offset`.
 
-    `x` has shape ``(batch, heads, seq, head_dim)`` (tokens on axis -2); `positions` is
-    ``(seq,)`` or, for per-row positions, ``(batch, 1, seq)``; both are arrays of the
-    requested namespace (positions int64).
+    `x` has shape ``(batch, heads, seq, head_dim)`` (``seq_axis`` -2) or ``(batch, seq,
+    heads, head_dim)`` (``seq_axis`` -3). `positions` is ``(seq,)``, per batch row
+    (HF ``position_ids``: ``(batch, seq)`` for the second order, ``(batch, 1, seq)`` for
+    the first, where a bare ``(batch, seq)`` could be read two ways), or None for the
+    offset mode, where the
+    positions are ``offset + arange(seq)``; a multi-axis spec adds a trailing axis of
+    length ``len(spec.sections)``. Arrays are of the requested namespace (positions int64).
+    Every case is checked with
+    ``apply_rope(case.x, case.spec, case.positions, offset=case.offset,
+    seq_axis=case.seq_axis)``.
     """
 
     x: Any
     spec: RopeSpec
     positions: Any
+    offset: int = 0
+    seq_axis: int = -2
 
     def __repr__(self) -> str:
         shape = tuple(self.x.shape)
-        p = np.asarray(_to_host(self.positions)).tolist()
-        return f"RopeCase(spec={self.spec!r}, x=<{self.x.dtype} {shape}>, positions={p})"
+        p = None if self.positions is None else np.asarray(_to_host(self.positions)).tolist()
+        return (
+            f"RopeCase(spec={self.spec!r}, x=<{self.x.dtype} {shape}>, positions={p}, "
+            f"offset={self.offset}, seq_axis={self.seq_axis})"
+        )
 
 
 def _to_host(a: Any) -> Any:
@@ -100,6 +112,9 @@ def rope_specs(
     layouts: st.SearchStrategy[str] | None = None,
     bases: st.SearchStrategy[float] | None = None,
     partial: bool = True,
+    nonzero_start: bool = True,
+    scalings: st.SearchStrategy[Any] | None = None,
+    sections: bool = False,
 ) -> st.SearchStrategy[RopeSpec]:
     """Valid `rope_ref.RopeSpec` values.
 
@@ -114,6 +129,15 @@ def rope_specs(
     partial : bool, default True
         Also draw ``rotary_dim < head_dim`` and ``rotary_start > 0`` (odd pair counts
         arise either way). With False, the whole head rotates (even head dims only).
+    nonzero_start : bool, default True
+        With False, ``rotary_start`` is always 0: the rotated slice starts at the first
+        feature, as in HF, vLLM, torchtune and MLX.
+    scalings : strategy, optional
+        Scaling rules (or None) to draw, e.g. `scaling_rules`; called with the drawn
+        number of pairs when it is a function of it. Default: no scaling.
+    sections : bool, default False
+        Draw multi-axis (M-RoPE) specs: 2 to 4 sections of the pairs, chunked or
+        interleaved (positions then carry a trailing axis).
 
     Examples
     --------
@@ -124,9 +148,16 @@ def rope_specs(
     ...     assert spec.rotary_dim == spec.head_dim
     >>> test_full()
     """
-    for name, value in (("head_dims", head_dims), ("layouts", layouts), ("bases", bases)):
+    for name, value in (
+        ("head_dims", head_dims),
+        ("layouts", layouts),
+        ("bases", bases),
+        ("scalings", scalings),
+    ):
         _check_strategy(name, value)
-    _check_bool("partial", partial)
+    for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
+        _check_bool(name, flag)
+    _check_bool("sections", sections)
     if head_dims is None:
         head_dims = st.one_of(st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128))
     if layouts is None:
@@ -136,7 +167,16 @@ def rope_specs(
             st.sampled_from([10000.0, 500000.0, 1e6]),
             st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
         )
-    return _specs(head_dims, layouts, bases, partial)
+    options = _SpecOptions(partial, nonzero_start, scalings, sections)
+    return _specs(head_dims, layouts, bases, options)
+
+
+@dataclass(frozen=True)
+class _SpecOptions:
+    partial: bool
+    nonzero_start: bool
+    scalings: st.SearchStrategy[Any] | None
+    sections: bool
 
 
 @st.composite
@@ -145,25 +185,113 @@ def _specs(
     head_dims: st.SearchStrategy[int],
     layouts: st.SearchStrategy[Any],
     bases: st.SearchStrategy[float],
-    partial: bool,
+    options: _SpecOptions,
 ) -> RopeSpec:
     head_dim = draw(head_dims)
     if head_dim < 2:
         msg = f"`head_dims` must draw integers >= 2; got {head_dim!r}."
         raise InvalidArgument(msg)
-    if partial:
-        start = draw(st.sampled_from([0, 0, 1, 2]).filter(lambda s: s + 2 <= head_dim))
+    min_pairs = 2 if options.sections else 1  # two axes need two pairs at least
+    head_dim = max(head_dim, 2 * min_pairs)
+    if options.partial:
+        starts = [0, 0, 1, 2] if options.nonzero_start else [0]
+        start = draw(st.sampled_from(starts).filter(lambda s: s + 2 * min_pairs <= head_dim))
         room = head_dim - start
-        rotary_dim = draw(st.integers(1, room // 2)) * 2
+        rotary_dim = draw(st.integers(min_pairs, room // 2)) * 2
     else:
         head_dim += head_dim % 2
         start, rotary_dim = 0, head_dim
+    n_pairs = rotary_dim // 2
+    scaling = None if options.scalings is None else draw(options.scalings)
+    if callable(scaling):  # a rule that needs the number of pairs (LongRoPE)
+        scaling = scaling(n_pairs)
+    multi: dict[str, Any] = {}
+    if options.sections:
+        multi = draw(_sections(n_pairs))
     return RopeSpec(
         head_dim,
         rotary_dim=rotary_dim,
         rotary_start=start,
         base=draw(bases),
         layout=draw(layouts),
+        scaling=scaling,
+        **multi,
+    )
+
+
+@st.composite
+def _sections(draw: st.DrawFn, n_pairs: int) -> dict[str, Any]:
+    n_axes = draw(st.integers(2, min(4, n_pairs)))
+    cuts = sorted(
+        draw(st.sets(st.integers(1, n_pairs - 1), min_size=n_axes - 1, max_size=n_axes - 1))
+    )
+    sizes = tuple(b - a for a, b in zip([0, *cuts], [*cuts, n_pairs], strict=True))
+    order = draw(st.sampled_from(["chunked", "interleaved"]))
+    fits = all(a + n_axes * (size - 1) < n_pairs for a, size in enumerate(sizes))
+    return {"sections": sizes, "section_order": order if fits else "chunked"}
+
+
+def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
+    """Scaling rules of every family: Linear, NTKAware, DynamicNTK, YaRN, Llama3, LongRoPE.
+
+    LongRoPE needs the number of pairs, so it is drawn as a function of it; `rope_specs`
+    (``scalings=scaling_rules()``) calls it with the spec's pair count.
+
+    Parameters
+    ----------
+    max_factor : float, default 64
+        Largest scaling factor drawn (factors start at 1).
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from rope_ref.testing.strategies import rope_specs, scaling_rules
+    >>> @given(rope_specs(scalings=scaling_rules()))
+    ... def test_scaled(spec):
+    ...     assert spec.scaling is not None
+    >>> test_scaled()
+    """
+    from rope_ref import scaling as rules
+
+    if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
+        msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
+        raise InvalidArgument(msg)
+    factors = st.one_of(
+        st.sampled_from([f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]),
+        st.floats(1.0, float(max_factor)),
+    )
+    lengths = st.sampled_from([2048, 4096, 8192, 32768])
+
+    @st.composite
+    def longrope(draw: st.DrawFn) -> Any:
+        original = draw(lengths)
+        seed = draw(st.integers(0, 2**32 - 1))
+
+        def build(n_pairs: int) -> Any:
+            rng = np.random.default_rng(seed)
+            short = rng.uniform(1.0, 4.0, n_pairs).tolist()
+            long = rng.uniform(1.0, 64.0, n_pairs).tolist()
+            return rules.LongRoPE(short, long, original_max_position=original)
+
+        return build
+
+    @st.composite
+    def llama3(draw: st.DrawFn) -> Any:
+        low = draw(st.floats(0.5, 2.0))
+        return rules.Llama3(
+            draw(factors),
+            original_max_position=draw(lengths),
+            low_freq_factor=low,
+            high_freq_factor=low + draw(st.floats(0.5, 6.0)),
+        )
+
+    return st.one_of(
+        st.builds(rules.Linear, factors),
+        st.builds(rules.NTKAware, factors),
+        st.builds(rules.DynamicNTK, factors, max_position=lengths),
+        st.builds(rules.YaRN, factors, original_max_position=lengths, truncate=st.booleans()),
+        llama3(),
+        longrope(),
     )
 
 
@@ -216,6 +344,8 @@ def rope_cases(
     min_position: int = 0,
     max_position: int = _DEFAULT_MAX_POSITION,
     per_row_positions: bool = True,
+    axes: Sequence[str] = ("bhsd",),
+    position_modes: Sequence[str] | None = None,
 ) -> st.SearchStrategy[RopeCase]:
     """Whole RoPE test cases: `RopeCase` values with ``.x``, ``.spec`` and ``.positions``.
 
@@ -236,8 +366,16 @@ def rope_cases(
     min_position, max_position : int
         Bounds of the positions (defaults 0 and :math:`2^{24} + 2`).
     per_row_positions : bool, default True
-        Also draw positions of shape ``(batch, 1, seq)``: a different position row per
-        batch row (left padding, packed sequences).
+        Also draw per-row positions (the ``"rows"`` mode) when `position_modes` is not
+        given.
+    axes : sequence of {"bhsd", "bshd"}, default ("bhsd",)
+        Axis orders of x to draw: ``(batch, heads, seq, dim)`` (HF, MLX) and ``(batch, seq,
+        heads, dim)`` (torchtune, flash-attn, Meta); `RopeCase.seq_axis` says which.
+    position_modes : sequence of {"shared", "rows", "offset"}, optional
+        ``"shared"``: one ``(seq,)`` row; ``"rows"``: ``(batch, seq)`` ids;
+        ``"offset"``: no positions, ``offset + arange(seq)`` (MLX, torchtune's
+        ``input_pos=None`` after a cache, KV-cache decoding). Default: shared and rows
+        (shared only with ``per_row_positions=False``).
 
     Examples
     --------
@@ -274,14 +412,29 @@ def rope_cases(
     if hi < lo:
         msg = f"`max_position` must be at least min_position = {lo}; got {hi}."
         raise InvalidArgument(msg)
+    if position_modes is None:
+        position_modes = ("shared", "rows") if per_row_positions else ("shared",)
+    modes = _check_choices("position_modes", position_modes, ("shared", "rows", "offset"))
+    orders = _check_choices("axes", axes, ("bhsd", "bshd"))
     return _cases(
         namespace,
         dtype_strategy,
         rope_specs() if specs is None else specs,
         sizes,
         (lo, hi),
-        per_row_positions,
+        (modes, orders),
     )
+
+
+def _check_choices(name: str, values: object, choices: tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        msg = f"`{name}` must be a non-empty sequence of {list(choices)}; got {values!r}."
+        raise InvalidArgument(msg)
+    for value in values:
+        if value not in choices:
+            msg = f"`{name}` must hold only {list(choices)}; got {value!r}."
+            raise InvalidArgument(msg)
+    return tuple(values)
 
 
 def _resolve_dtype(xp: ModuleType, dtype: Any) -> Any:
@@ -302,18 +455,32 @@ def _cases(
     specs: st.SearchStrategy[RopeSpec],
     sizes: tuple[int, int, int],
     bounds: tuple[int, int],
-    per_row: bool,
+    modes_and_orders: tuple[tuple[str, ...], tuple[str, ...]],
 ) -> RopeCase:
+    modes, orders = modes_and_orders
     dtype = _resolve_dtype(xp, draw(dtypes))
     spec = draw(specs)
     batch, heads, seq = (draw(st.integers(1, n)) for n in sizes)
-    p_shape = (batch, 1, seq) if per_row and draw(st.booleans()) else (seq,)
-    p = draw(positions(p_shape, min_value=bounds[0], max_value=bounds[1]))
+    order = draw(st.sampled_from(orders))
+    mode = draw(st.sampled_from(modes))
+    trailing = () if spec.sections is None else (len(spec.sections),)
     seed = draw(st.integers(0, 2**32 - 1))
-    host = np.random.default_rng(seed).uniform(-1.0, 1.0, (batch, heads, seq, spec.head_dim))
+    shape = (batch, heads, seq) if order == "bhsd" else (batch, seq, heads)
+    host = np.random.default_rng(seed).uniform(-1.0, 1.0, (*shape, spec.head_dim))
     x = xp.asarray(host.astype(np.float32) if _is_low(dtype) else host)
     x = array_namespace(x).astype(x, dtype)
-    return RopeCase(x=x, spec=spec, positions=xp.asarray(p))
+    seq_axis = -2 if order == "bhsd" else -3
+    if mode == "offset" and not trailing:
+        start = draw(
+            positions((), min_value=bounds[0], max_value=max(bounds[1] - seq + 1, bounds[0]))
+        )
+        return RopeCase(x=x, spec=spec, positions=None, offset=int(start), seq_axis=seq_axis)
+    if mode == "rows":  # (batch, seq) ids; (batch, 1, seq) when seq is the last axis
+        p_shape: tuple[int, ...] = (batch, 1, seq) if order == "bhsd" else (batch, seq)
+    else:
+        p_shape = (seq,)
+    p = draw(positions((*p_shape, *trailing), min_value=bounds[0], max_value=bounds[1]))
+    return RopeCase(x=x, spec=spec, positions=xp.asarray(p), seq_axis=seq_axis)
 
 
 def _is_low(dtype: Any) -> bool:
