@@ -25,6 +25,7 @@ def test_every_group_is_surveyed_or_skipped_with_a_reason():
         group = next(g for g in GROUPS if g.package == row.package)
         if group.missing() is not None:
             assert row.verdict == "skipped"
+            assert row.diagnosis is not None
             assert row.diagnosis == group.missing()
             assert "is not installed (" in row.diagnosis
         else:
