@@ -109,3 +109,13 @@ def test_keras_hub_dynamic_is_not_ntk_aware_confirmed_in_float64():
     assert dynamic.diagnosis.startswith(prefix)
     fitted = float(dynamic.diagnosis[len(prefix) :].split(")")[0])
     assert fitted == pytest.approx(s ** (d / (d - 2)), rel=1e-5)  # the fitted parameter
+
+
+def test_the_command_prints_a_table(capsys):
+    pytest.importorskip("rotary_embedding_torch")
+    assert main(["survey", "--only", "rotary-embedding-torch", "--max-position", "5000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:2] == ["peer", "settings"]
+    rows = [line for line in out[2:] if line.startswith("rotary-embedding-torch")]
+    assert len(rows) == 3
+    assert all("conformant" in row and "float32-grade" in row for row in rows)

@@ -224,3 +224,75 @@ def test_mrope_collapsed_to_1d_and_1d_positions_for_an_mrope_result():
     assert found.cause == "sections", found
     assert "pairs 0-5 match the given positions" in found.message
     assert qwen2_vl is not None
+
+
+# --- the other causes, each planted into a peer's settings ----------------------------------
+
+
+def test_torchtune_checked_as_half_is_a_layout_mistake():
+    tt, _ = _torchtune()
+    module = tt.RotaryPositionalEmbeddings(dim=64, max_seq_len=40000)
+    x = _x((1, len(P), 2, 64), seed=7)
+    y = module(x, input_pos=torch.from_numpy(P)[None])
+    found = diagnose(y, x, rr.RopeSpec(64), P, seq_axis=-3)  # torchtune pairs (2j, 2j + 1)
+    assert found is not None
+    assert found.cause == "layout"
+
+
+def test_torchtune_without_input_pos_ignores_the_positions():
+    tt, _ = _torchtune()
+    module = tt.RotaryPositionalEmbeddings(dim=64, max_seq_len=40000)
+    x = _x((2, 5, 2, 64), seed=8)
+    ids = np.array([[3, 4, 5, 6, 7], [900, 901, 902, 903, 904]])  # e.g. decoding after a prefix
+    y = module(x)  # input_pos forgotten: positions 0..seq-1
+    found = diagnose(y, x, rr.RopeSpec(64, layout="interleaved"), ids, seq_axis=-3)
+    assert found is not None
+    assert found.cause == "positions"
+
+
+@pytest.mark.parametrize(
+    ("params", "spec_kwargs", "cause", "snippet"),
+    [
+        ({"rope_theta": 500000.0}, {}, "frequencies", "base 500000 instead of the spec's base"),
+        (
+            {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 8192,
+                "attention_factor": 1.5,
+            },
+            {"scaling": rules.YaRN(4.0, 8192)},
+            "attention_factor",
+            "whose attention factor is 1.1386",
+        ),
+    ],
+)
+def test_hf_frequency_and_attention_factor_mistakes(params, spec_kwargs, cause, snippet):
+    q, out = _hf_rotary({"rope_type": "default", **params})
+    found = diagnose(out, q, rr.RopeSpec(64, **spec_kwargs), P)
+    assert found is not None, found
+    assert found.cause == cause, found
+    assert snippet in found.message
+
+
+def test_hf_gpt_neox_partial_rotary_checked_as_full_is_a_rotary_dim_mistake():
+    transformers = pytest.importorskip("transformers")
+    neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox")
+    config = transformers.GPTNeoXConfig(
+        hidden_size=256,
+        num_attention_heads=4,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+        },
+    )
+    assert rr.RopeSpec.from_hf(config).rotary_dim == 16
+    module = neox.GPTNeoXRotaryEmbedding(config)
+    q = _x((1, 2, len(P), 64), seed=9)
+    cos, sin = module(q, torch.from_numpy(P)[None])
+    out, _ = neox.apply_rotary_pos_emb(q, q, cos, sin)
+    found = diagnose(out, q, rr.RopeSpec(64), P)  # told: the whole head rotates
+    assert found is not None, found
+    assert found.cause == "rotary_dim", found
+    assert "rotates features [0, 16)" in found.message

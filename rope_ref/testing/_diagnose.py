@@ -246,7 +246,8 @@ def _rotary_range(c: Comparison) -> Diagnosis | None:
                         f"{spec.rotary_start}); partial rotary was ignored or misplaced.",
                     )
     outside = changed & ~rotary_mask(spec)
-    if np.any(outside):
+    inside_ok = not np.any(c.failed[..., rotary_mask(spec)])
+    if np.any(outside) and inside_ok:  # the rotated features are right: that is all
         return Diagnosis(
             "rotary_dim",
             f"features {np.flatnonzero(outside).tolist()[:8]} changed although the spec "

@@ -102,7 +102,8 @@ def _candidate_rules(c: Comparison) -> Iterator[object]:
     own = [factor] if factor else []
     for f in [*own, *(g for g in factors if g != factor)]:
         yield rules.Linear(f)
-        yield rules.NTKAware(f)
+        if rule is not None:  # without a rule, NTK-aware is another base: `frequencies`
+            yield rules.NTKAware(f)
         for n in lengths:
             yield rules.YaRN(f, original_max_position=n)
             yield rules.Llama3(f, original_max_position=n)
