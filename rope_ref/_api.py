@@ -59,18 +59,24 @@ def apply_rope(
     ----------
     x : array
         Queries or keys, shape ``(..., head_dim)``, real floating dtype, any array-API
-        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict).
+        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict); MLX arrays too
+        (computed on the host, returned as MLX arrays of the same dtype).
     spec : RopeSpec, optional
         The embedding; ``RopeSpec(head_dim=x.shape[-1])`` (LLaMA defaults) when omitted.
     positions : array_like, optional
         Real positions. ``None`` means ``arange(x.shape[seq_axis])``. A 1-D array of length
-        ``x.shape[seq_axis]`` is laid along `seq_axis`; any other grid must broadcast to
-        ``x.shape[:-1]`` (per-batch position ids, packed sequences, left padding).
-        Multi-axis specs take a trailing axis of ``spec.n_axes``.
+        ``x.shape[seq_axis]`` is laid along `seq_axis`; HF-style ``(batch, seq)`` ids are
+        read along axis 0 and `seq_axis` (never against the trailing axes when seq and
+        heads happen to match; when they could also be a right-aligned grid, e.g. batch ==
+        heads with `seq_axis` last, it raises: write ``positions[:, None, :]``); any other
+        grid must broadcast to ``x.shape[:-1]`` (per-batch position ids, packed
+        sequences, left padding). Multi-axis specs take a trailing axis of
+        ``spec.n_axes``.
     offset : float, default 0
         Added to every position (e.g. the KV-cache length while decoding).
     seq_axis : int, default -2
-        Axis of `x` that indexes tokens; used when `positions` is None or 1-D.
+        Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
+        ``(batch, seq)``.
     inverse : bool, default False
         Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
         is what a backward pass applies to gradients. With an attention factor or xPos

@@ -18,7 +18,7 @@ import numpy as np
 from rope_ref import scaling as rules
 from rope_ref._frequencies import inv_freq
 from rope_ref._spec import RopeSpec
-from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._compare import F64, Comparison, pair_norms
 from rope_ref.testing._explain import Diagnosis, explains, failing_pairs, pair_angles, wrap
 
 __all__ = ["low_position_freqs", "partly_right_pairs", "ranges", "scaling", "sections"]
@@ -227,6 +227,10 @@ def partly_right_pairs(c: Comparison) -> Diagnosis | None:
     passthrough = np.ones(spec.head_dim, dtype=bool)
     passthrough[spec.rotary_start : spec.rotary_stop] = False
     if not np.any(bad) or np.all(bad) or np.any(c.failed[..., passthrough]):
+        return None
+    # Only a rotation by other angles: every pair keeps its norm (a corrupted value does not).
+    kept = np.abs(pair_norms(spec, c.actual) - pair_norms(spec, c.expected)) <= 2 * c.tolerance
+    if not np.all(kept[c.failed]):
         return None
     good = np.flatnonzero(~bad).tolist()
     wrong = np.flatnonzero(bad).tolist()
