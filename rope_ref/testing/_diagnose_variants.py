@@ -89,26 +89,36 @@ def _fitted_factors(c: Comparison) -> list[float]:
 
 
 def _candidate_rules(c: Comparison) -> Iterator[object]:
+    """Rules to try, most likely first.
+
+    No rule; then every family with the spec's own factor (and every common length), then
+    with the fitted and the common factors (and the spec's length, or two common ones).
+    """
     spec = c.setup.spec
     rule = spec.scaling
-    near = _fitted_factors(c)
-    factors = [*near, *(f for f in COMMON_FACTORS if f not in near)]
     if rule is not None:
         yield None
     original = getattr(rule, "original_max_position", None)
-    lengths = [original] if original else []
-    lengths += [n for n in COMMON_LENGTHS if n != original]
+    every_length = list(dict.fromkeys([*([original] if original else []), *COMMON_LENGTHS]))
+    few_lengths = [original] if original else [8192, 4096]
     factor = getattr(rule, "factor", None)
-    own = [factor] if factor else []
-    for f in [*own, *(g for g in factors if g != factor)]:
+    fitted = _fitted_factors(c)
+
+    def family(f: float, lengths: list[int]) -> Iterator[object]:
         yield rules.Linear(f)
         if rule is not None:  # without a rule, NTK-aware is another base: `frequencies`
             yield rules.NTKAware(f)
         for n in lengths:
             yield rules.YaRN(f, original_max_position=n)
             yield rules.Llama3(f, original_max_position=n)
+
+    if factor:
+        yield from family(factor, every_length)
+    for f in dict.fromkeys([*fitted, *COMMON_FACTORS]):
+        if f != factor:
+            yield from family(f, few_lengths)
     if isinstance(rule, rules.DynamicNTK):
-        for n in lengths:
+        for n in every_length:
             yield rules.DynamicNTK(rule.factor, max_position=n)
 
 
