@@ -97,6 +97,24 @@ def test_a_hanging_target_times_out(capsys):
         (["--hf-config", '{"head_dim": 64}', "--base", "5"], "drop --base"),
         (["--positions", "offset", "--convention", "hf"], "--positions offset cannot be"),
         (["--array", "torch", "--convention", "hf"], "--array is for --convention plain"),
+        (
+            [
+                "--convention",
+                "hf",
+                "--hf-config",
+                '{"model_type": "qwen2_vl", "hidden_size": 512, "num_attention_heads": 4}',
+            ],
+            "a multi-axis spec (sections [16, 24, 24]) needs --convention plain",
+        ),
+        (
+            [
+                "--positions",
+                "offset",
+                "--hf-config",
+                '{"model_type": "qwen2_vl", "hidden_size": 512, "num_attention_heads": 4}',
+            ],
+            "needs --convention plain with",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(capsys, options, snippet):
@@ -122,3 +140,25 @@ def test_bad_torch_devices_are_usage_errors(capsys, device, snippet):
     status, out = _check(capsys, *argv, "--device", device)
     assert status == 2, out
     assert snippet in out
+
+
+def test_the_time_limit_gives_back_an_outer_alarm():
+    import signal
+
+    from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
+
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no interval timers here")
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(True))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        assert call_with_timeout(lambda a, b: a + b, (1, 2), {}, 5.0) == 3
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25.0 < left <= 30.0  # the outer alarm is still pending
+        with pytest.raises(TargetTimeoutError):
+            call_with_timeout(__import__("time").sleep, (2.0,), {}, 0.05)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not fired
