@@ -9,6 +9,8 @@ from typing import Any
 
 __all__ = ["register"]
 
+#: Largest position the peers' caches (torchtune's) are built for.
+MAX_POSITION = 2**17 - 1
 PACKAGES = (
     "transformers",
     "rotary-embedding-torch",
@@ -42,10 +44,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from rope_ref._survey import survey
 
-    if not 16 <= args.max_position <= 2**24:
+    if not 16 <= args.max_position <= MAX_POSITION:
         print(
-            f"rope-ref survey: error: --max-position must be between 16 and 2**24; got "
-            f"{args.max_position}."
+            f"rope-ref survey: error: --max-position must be between 16 and {MAX_POSITION} "
+            f"(the peers' caches are built for it); got {args.max_position}."
         )
         return 2
     only = None if args.only is None else tuple(args.only)
