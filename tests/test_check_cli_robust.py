@@ -26,17 +26,21 @@ def _check(capsys, *argv):
     return status, out
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # float64: no conversion copy
 @pytest.mark.parametrize(
     ("target", "convention"),
     [
+        ("zeroes_input_plain", "plain"),
         ("zeroes_input_cos_sin", "cos_sin"),
         ("zeroes_inputs_hf", "hf"),
         ("zeroes_input_complex", "complex"),
     ],
 )
-def test_a_target_that_zeroes_its_input_fails(capsys, target, convention):
-    pytest.importorskip("torch")
-    status, out = _check(capsys, f"{TARGETS}:{target}", "--convention", convention, *FAST)
+def test_a_target_that_zeroes_its_input_fails(capsys, target, convention, dtype):
+    if convention != "plain":
+        pytest.importorskip("torch")
+    argv = ["--convention", convention, "--dtype", dtype, *FAST]
+    status, out = _check(capsys, f"{TARGETS}:{target}", *argv)
     assert status == 1, out
     assert "FAIL: not conformant" in out
     assert "diagnosis: zeros\n" in out

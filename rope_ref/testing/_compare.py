@@ -133,7 +133,7 @@ def setup(
         msg = f"`x` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     name = dtype_name(x.dtype)
-    x64 = host64(x)
+    x64 = np.array(host64(x), dtype=np.float64, copy=True)  # never a view of x
     if x64.ndim == 0 or x64.shape[-1] != spec.head_dim:
         msg = (
             f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
