@@ -166,3 +166,24 @@ def test_the_time_limit_gives_back_an_outer_alarm():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert not fired
+
+
+def test_the_time_limit_off_the_main_thread():
+    import threading
+    import time
+
+    from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
+
+    outcome = {}
+
+    def worker():
+        outcome["sum"] = call_with_timeout(lambda a: a + 1, (1,), {}, 5.0)
+        try:
+            call_with_timeout(time.sleep, (1.0,), {}, 0.05)
+        except TargetTimeoutError as err:
+            outcome["timeout"] = err.seconds
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(10)
+    assert outcome == {"sum": 2, "timeout": 0.05}
