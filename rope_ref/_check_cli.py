@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib.util
-import json
-import math
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -22,15 +17,6 @@ _CONVENTION_HELP = {
     "complex": "fn(x, freqs_cis) or fn(xq, xk, freqs_cis): torch x (batch, seq, heads, "
     "head_dim), complex freqs_cis (seq, rotary_dim/2) as Meta LLaMA",
 }
-_DEFAULT_AXES = {"plain": "bhsd", "hf": "bhsd", "cos_sin": "bshd", "complex": "bshd"}
-_DEFAULT_POSITIONS = {"plain": "shared", "hf": "rows", "cos_sin": "shared", "complex": "shared"}
-#: Limits that keep a check's arrays and positions meaningful (float64 holds integers
-#: exactly up to 2**53; real heads have at most a few hundred features).
-MAX_POSITION, MAX_HEAD_DIM = 2**53, 4096
-
-
-class _UsageError(Exception):
-    pass
 
 
 class _ImportFailedError(Exception):
@@ -119,9 +105,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rope_ref._check_options import OptionError
+
     try:
         cfg, fn = _setup(args)
-    except _UsageError as err:
+    except OptionError as err:
         print(f"rope-ref check: error: {err}")
         return 2
     except _ImportFailedError as failed:
@@ -137,16 +125,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from rope_ref._check_options import (
+        OptionError,
+        calling_from_args,
+        check_options,
+        spec_from_args,
+    )
     from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
     from rope_ref.testing._conventions import TargetError
 
-    _check_options(args)
-    spec = _spec(args)
-    calling = _calling(args, spec)
+    check_options(args)
+    spec = spec_from_args(args)
+    calling = calling_from_args(args, spec)
     try:
         fn = load_target(args.target)
     except UsageError as err:
-        raise _UsageError(str(err)) from None
+        raise OptionError(str(err)) from None
     except TargetError as err:
         raise _ImportFailedError(describe_exception(err.error)) from None
     cfg = CheckConfig(
@@ -161,162 +155,17 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     return cfg, fn
 
 
-def _fail(msg: str) -> None:
-    raise _UsageError(msg)
-
-
-def _check_options(args: argparse.Namespace) -> None:
-    if importlib.util.find_spec("hypothesis") is None:
-        _fail("needs Hypothesis: pip install 'rope-ref[testing]'")
-    if not 1 <= args.examples <= 10**6:
-        _fail(f"--examples must be between 1 and 1000000; got {args.examples}.")
-    if not 0 <= args.max_position <= MAX_POSITION:
-        _fail(
-            f"--max-position must be between 0 and 2**53 = {MAX_POSITION}; got {args.max_position}."
-        )
-    if args.head_dim is not None and not 1 <= args.head_dim <= MAX_HEAD_DIM:
-        _fail(f"--head-dim must be between 1 and {MAX_HEAD_DIM}; got {args.head_dim}.")
-    if not (math.isfinite(args.timeout) and args.timeout > 0):
-        _fail(f"--timeout must be a positive number of seconds; got {args.timeout}.")
-    factor = args.attention_factor
-    if factor is not None and not (math.isfinite(factor) and factor > 0):
-        _fail(f"--attention-factor must be positive; got {factor}.")
-    if not -(2**63) <= args.seed < 2**63:
-        _fail(f"--seed must fit in 64 bits; got {args.seed}.")
-
-
-def _spec(args: argparse.Namespace) -> Any:
-    from rope_ref._spec import RopeSpec
-
-    layout = None if args.layout == "auto" else args.layout
-    fields = ("head_dim", "rotary_dim", "rotary_start", "base", "attention_factor")
-    if args.hf_config is not None:
-        given = [f"--{f.replace('_', '-')}" for f in fields if getattr(args, f) is not None]
-        if given:
-            _fail(f"--hf-config sets the spec; drop {', '.join(given)}.")
-        spec = _spec_from_hf(args.hf_config)
-        if spec.head_dim > MAX_HEAD_DIM:
-            _fail(
-                f"--hf-config must give a head_dim of at most {MAX_HEAD_DIM}; got {spec.head_dim}."
-            )
-        return spec if layout is None else dataclasses.replace(spec, layout=layout)
-    factor = args.attention_factor or 1.0
-    try:
-        return RopeSpec(
-            64 if args.head_dim is None else args.head_dim,
-            rotary_dim=args.rotary_dim,
-            rotary_start=args.rotary_start or 0,
-            base=10000.0 if args.base is None else args.base,
-            layout=layout or "half",
-            scaling=None if factor == 1.0 else _Factor(factor),
-        )
-    except (TypeError, ValueError) as err:
-        raise _UsageError(str(err).replace("`", "")) from None
-
-
-def _spec_from_hf(text: str) -> Any:
-    from rope_ref._spec import RopeSpec
-
-    source = "the JSON string"
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            _fail(f"--hf-config must be a JSON string or a config.json file; got {text!r}.")
-        text, source = path.read_text(encoding="utf-8"), str(path)
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        msg = f"--hf-config: {source} is not valid JSON ({err})."
-        raise _UsageError(msg) from None
-    if not isinstance(config, dict):
-        _fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
-    try:
-        return RopeSpec.from_hf(config)
-    except (TypeError, ValueError, KeyError) as err:
-        msg = f"--hf-config: {str(err).replace('`', '')}"
-        raise _UsageError(msg) from None
-
-
-def _calling(args: argparse.Namespace, spec: Any) -> Any:
-    from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling
-
-    convention = args.convention
-    array = "torch" if convention in TORCH_CONVENTIONS else args.array
-    if convention in TORCH_CONVENTIONS and args.array != "numpy":
-        _fail(f"--array is for --convention plain; {convention} passes torch tensors.")
-    module = {"numpy": "numpy", "torch": "torch", "mlx": "mlx"}[array]
-    if importlib.util.find_spec(module) is None:
-        _fail(
-            f"{'--convention ' + convention if array == 'torch' else '--array mlx'} passes "
-            f"{module} arrays; {module} is not installed."
-        )
-    if array == "numpy" and args.dtype == "bfloat16":
-        _fail("--dtype bfloat16 needs torch or MLX arrays (NumPy has no bfloat16).")
-    positions = args.positions or _DEFAULT_POSITIONS[convention]
-    allowed = {"plain": ("shared", "rows", "offset"), "hf": ("shared", "rows")}
-    if positions not in allowed.get(convention, ("shared",)):
-        _fail(f"--positions {positions} cannot be expressed by --convention {convention}.")
-    if spec.sections is not None and (convention != "plain" or positions == "offset"):
-        _fail(
-            f"a multi-axis spec (sections {list(spec.sections)}) needs --convention plain "
-            "with --positions shared or rows (positions carry a trailing axis)."
-        )
-    _check_device(args.device, array)
-    return Calling(
-        convention=convention,
-        dtype=args.dtype,
-        array=array,
-        axes=args.axes or _DEFAULT_AXES[convention],
-        positions=positions,
-        in_place=args.in_place,
-        device=args.device,
-        timeout=args.timeout,
-    )
-
-
-def _check_device(device: str, array: str) -> None:
-    if array != "torch":
-        if device != "cpu":
-            _fail(f"--device is for torch tensors; --array {array} runs on cpu, got {device!r}.")
-        return
-    import torch
-
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError, TypeError):
-        _fail(f"--device must be a torch device such as cpu or cuda:0; got {device!r}.")
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        _fail(f"--device {device}: torch sees no CUDA device here.")
-    if parsed.type not in ("cpu", "cuda"):
-        module = getattr(torch, parsed.type, None)
-        available = getattr(module, "is_available", None)
-        if available is None or not available():
-            _fail(f"--device {device}: torch has no usable {parsed.type!r} device here.")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Factor:
-    """A scaling rule that keeps the frequencies and sets an attention factor."""
-
-    factor: float
-
-    def inv_freq(self, inv_freq: Any, *, base: float, rotary_dim: int, seq_len: Any) -> Any:
-        return inv_freq
-
-    def attention_factor(self, *, seq_len: Any) -> float:
-        return self.factor
-
-
 def _describe_spec(spec: Any) -> str:
     text = (
         f"head_dim {spec.head_dim}, rotary_dim {spec.rotary_dim}, rotary_start "
         f"{spec.rotary_start}, base {spec.base:g}"
     )
     if spec.scaling is not None:
+        from rope_ref._check_options import AttentionFactorOnly
         from rope_ref._frequencies import attention_factor
 
         rule = spec.scaling
-        text += f", scaling {rule!r}" if not isinstance(rule, _Factor) else ""
+        text += f", scaling {rule!r}" if not isinstance(rule, AttentionFactorOnly) else ""
         text += f", attention factor {attention_factor(spec):g}"
     if spec.sections is not None:
         text += f", sections {list(spec.sections)} ({spec.section_order})"
