@@ -14,10 +14,9 @@ import numpy as np
 
 from rope_ref._spec import RopeSpec
 from rope_ref.testing._assert import describe_worst
+from rope_ref.testing._check_cases import CheckConfig, drawn_cases, probe_case, single_case
 from rope_ref.testing._compare import Comparison, compare
 from rope_ref.testing._conventions import (
-    TORCH_CONVENTIONS,
-    Calling,
     Case,
     OutputError,
     TargetError,
@@ -29,34 +28,6 @@ from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precisi
 from rope_ref.testing._target import UsageError, describe_exception, load_target
 
 __all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
-
-#: Most tokens, batch rows and heads of a drawn case.
-MAX_BATCH, MAX_HEADS, MAX_SEQ = 3, 3, 8
-
-
-@dataclass(frozen=True)
-class CheckConfig:
-    """What to check and how: the parsed command line."""
-
-    calling: Calling
-    spec: RopeSpec
-    layout: str  # "auto", "half" or "interleaved"
-    max_position: int
-    examples: int
-    seed: int = 0
-    angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
-
-    @property
-    def convention(self) -> str:
-        """The calling convention's name."""
-        return self.calling.convention
-
-    @property
-    def model_angle_dtype(self) -> str | None:
-        """Angle precision of the model: exact tables for the table-driven conventions."""
-        if self.angle_dtype is not None or self.convention not in TORCH_CONVENTIONS:
-            return self.angle_dtype
-        return "float64"
 
 
 @dataclass
@@ -144,41 +115,6 @@ def _spec_with_layout(spec: RopeSpec, layout: str) -> RopeSpec:
     return dataclasses.replace(spec, layout=layout)  # type: ignore[arg-type]
 
 
-def probe_positions(max_position: int) -> np.ndarray:
-    """Positions of the probe: 0..8, the 2^k +- 1 edges, a geometric sweep, the maximum."""
-    small = np.arange(min(9, max_position + 1))
-    edges = [2**k + d for k in (8, 11, 24) for d in (-1, 0, 1)]
-    sweep = np.geomspace(16, max(max_position, 16), 16).round().astype(np.int64)
-    values = np.concatenate([small, edges, sweep, [max_position]])
-    return np.unique(values[(values >= 0) & (values <= max_position)]).astype(np.int64)
-
-
-def shape_positions(cfg: CheckConfig, p: np.ndarray, batch: int) -> np.ndarray:
-    """1-D positions in the shape the position mode needs (rows, multi-axis)."""
-    mode = cfg.calling.positions
-    if mode == "offset":  # contiguous: the first position and on
-        p = p[0] + np.arange(len(p), dtype=np.int64)
-    elif mode == "rows":
-        p = np.stack([np.roll(p, (r * len(p)) // 2) for r in range(batch)])
-    n_axes = cfg.spec.position_axes
-    if n_axes is not None:  # every axis its own positions: t, then shifted h, w, ...
-        p = np.stack([p + 3 * a for a in range(n_axes)], axis=-1)
-    return p
-
-
-def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
-    """A deterministic case with many positions (two batch rows, two heads)."""
-    p = probe_positions(cfg.max_position) if positions is None else positions
-    p = shape_positions(cfg, p, 2)
-    seq = p.shape[1] if cfg.calling.per_row else p.shape[0]
-    return Case(batch=2, heads=2, seq=seq, positions=p, seed=12345)
-
-
-def _single(cfg: CheckConfig, position: int) -> Case:
-    p = shape_positions(cfg, np.array([position], dtype=np.int64), 1)
-    return Case(batch=1, heads=1, seq=1, positions=p, seed=1)
-
-
 def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
     """The layout to check against, and a note on how it was chosen."""
     if cfg.layout != "auto":
@@ -230,30 +166,6 @@ class _Stats:
                 self.max_angle_error = max(self.max_angle_error, max_angle_error(c))
 
 
-def _cases(cfg: CheckConfig) -> Any:
-    from hypothesis import strategies as st
-
-    from rope_ref.testing.strategies import positions
-
-    @st.composite
-    def cases(draw: st.DrawFn) -> Case:
-        batch = draw(st.integers(1, MAX_BATCH))
-        heads = draw(st.integers(1, MAX_HEADS))
-        seq = draw(st.integers(1, MAX_SEQ))
-        mode = cfg.calling.positions
-        if mode == "offset":
-            start = draw(positions((), min_value=0, max_value=max(cfg.max_position - seq + 1, 0)))
-            p = shape_positions(cfg, np.atleast_1d(start) + np.arange(seq), batch)
-        else:
-            shape = (batch, seq) if mode == "rows" else (seq,)
-            n_axes = cfg.spec.position_axes
-            shape = shape if n_axes is None else (*shape, n_axes)
-            p = draw(positions(shape, min_value=0, max_value=cfg.max_position))
-        return Case(batch, heads, seq, p, draw(st.integers(0, 2**32 - 1)))
-
-    return cases()
-
-
 def search(
     fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec
 ) -> tuple[_Stats, _MismatchError | None]:
@@ -274,7 +186,7 @@ def search(
         report_multiple_bugs=False,
         print_blob=False,
     )
-    @given(_cases(cfg))
+    @given(drawn_cases(cfg))
     def run(case: Case) -> None:
         ev = evaluate(fn, cfg, spec, case)
         stats.add(ev)
@@ -334,7 +246,7 @@ def _refine(
     good, bad = bounds
     while bad - good > 1:
         mid = (good + bad) // 2
-        if evaluate(fn, cfg, spec, _single(cfg, mid)).ok:
+        if evaluate(fn, cfg, spec, single_case(cfg, mid)).ok:
             good = mid
         else:
             bad = mid
@@ -390,7 +302,7 @@ def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
             error=f"the search could not complete: {describe_exception(err)}",
         )
     model = ""
-    sample = evaluate(fn, cfg, spec, _single(cfg, 1))
+    sample = evaluate(fn, cfg, spec, single_case(cfg, 1))
     if sample.comparisons and sample.comparisons[0][1].model is not None:
         model = sample.comparisons[0][1].model.describe()
     report = Report(
