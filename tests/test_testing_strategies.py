@@ -214,7 +214,15 @@ def test_multi_axis_cases_carry_an_axis_per_section(case):
         ("offset mode", lambda c: c.positions is None and c.offset > 2**11),
         *(
             (family, lambda c, f=family: type(c.spec.scaling).__name__ == f)
-            for family in ("Linear", "NTKAware", "DynamicNTK", "YaRN", "Llama3", "LongRoPE")
+            for family in (
+                "Linear",
+                "NTKAware",
+                "DynamicNTK",
+                "YaRN",
+                "Llama3",
+                "LongRoPE",
+                "Proportional",
+            )
         ),
     ],
 )

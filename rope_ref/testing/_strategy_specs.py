@@ -164,10 +164,11 @@ def _sections(draw: st.DrawFn, n_pairs: int) -> dict[str, Any]:
 
 
 def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
-    """Scaling rules of every family: Linear, NTKAware, DynamicNTK, YaRN, Llama3, LongRoPE.
+    """Scaling rules of every family (the seven of `rope_ref.scaling`).
 
-    LongRoPE needs the number of pairs, so it is drawn as a function of it; `rope_specs`
-    (``scalings=scaling_rules()``) calls it with the spec's pair count.
+    Linear, NTKAware, DynamicNTK, YaRN (with and without ``truncate``), Llama3, LongRoPE
+    and Proportional. LongRoPE needs the number of pairs, so it is drawn as a function of
+    it; `rope_specs` (``scalings=scaling_rules()``) calls it with the spec's pair count.
 
     Parameters
     ----------
@@ -224,4 +225,5 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
         st.builds(rules.YaRN, factors, original_max_position=lengths, truncate=st.booleans()),
         llama3(),
         longrope(),
+        st.builds(rules.Proportional, st.sampled_from([0.25, 0.5, 0.75, 1.0]), factors),
     )
