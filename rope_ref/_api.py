@@ -19,6 +19,7 @@ from rope_ref._compat import (
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
+from rope_ref._foreign import accepts_foreign_arrays
 from rope_ref._frequencies import max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
@@ -36,6 +37,7 @@ from rope_ref._validation import check_axis, check_choice
 __all__ = ["apply_rope", "apply_rope_qk"]
 
 
+@accepts_foreign_arrays
 def apply_rope(
     x: Array,
     /,
@@ -57,18 +59,24 @@ def apply_rope(
     ----------
     x : array
         Queries or keys, shape ``(..., head_dim)``, real floating dtype, any array-API
-        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict).
+        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict); MLX arrays too
+        (computed on the host, returned as MLX arrays of the same dtype).
     spec : RopeSpec, optional
         The embedding; ``RopeSpec(head_dim=x.shape[-1])`` (LLaMA defaults) when omitted.
     positions : array_like, optional
         Real positions. ``None`` means ``arange(x.shape[seq_axis])``. A 1-D array of length
-        ``x.shape[seq_axis]`` is laid along `seq_axis`; any other grid must broadcast to
-        ``x.shape[:-1]`` (per-batch position ids, packed sequences, left padding).
-        Multi-axis specs take a trailing axis of ``spec.n_axes``.
+        ``x.shape[seq_axis]`` is laid along `seq_axis`; HF-style ``(batch, seq)`` ids are
+        read along axis 0 and `seq_axis` (never against the trailing axes when seq and
+        heads happen to match; when they could also be a right-aligned grid, e.g. batch ==
+        heads with `seq_axis` last, it raises: write ``positions[:, None, :]``); any other
+        grid must broadcast to ``x.shape[:-1]`` (per-batch position ids, packed
+        sequences, left padding). Multi-axis specs take a trailing axis of
+        ``spec.n_axes``.
     offset : float, default 0
         Added to every position (e.g. the KV-cache length while decoding).
     seq_axis : int, default -2
-        Axis of `x` that indexes tokens; used when `positions` is None or 1-D.
+        Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
+        ``(batch, seq)``.
     inverse : bool, default False
         Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
         is what a backward pass applies to gradients. With an attention factor or xPos
@@ -179,6 +187,7 @@ def apply_rope(
     )
 
 
+@accepts_foreign_arrays
 def apply_rope_qk(
     q: Array,
     k: Array,
@@ -426,8 +435,7 @@ def laid_out_positions(
             positions = _host_positions(positions)
         p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
         p = shift(p, offset, pxp)
-        is_1d = p.ndim == (1 if spec.sections is None else 2)
-        axis = normalize_seq_axis(seq_axis, x.ndim) if is_1d else None
+        axis = normalize_seq_axis(seq_axis, x.ndim)
     return lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp), pxp
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib.util
-import math
 from typing import Any
 
 __all__ = ["register"]
 
 _CONVENTION_HELP = {
-    "plain": "fn(x, positions): NumPy x (batch, heads, seq, head_dim), int64 positions (seq,)",
+    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy), "
+    "positions as --positions says (int64 (seq,) by default)",
     "hf": "fn(q, k, cos, sin) -> (q, k): torch (batch, heads, seq, head_dim), cos/sin "
     "(batch, seq, rotary_dim) as transformers' apply_rotary_pos_emb takes them",
     "cos_sin": "fn(x, cos, sin): torch x (batch, seq, heads, head_dim), half-width cos/sin "
@@ -21,6 +19,10 @@ _CONVENTION_HELP = {
 }
 
 
+class _ImportFailedError(Exception):
+    pass
+
+
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to `commands`."""
     parser = commands.add_parser(
@@ -28,43 +30,86 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="test a RoPE function against the oracle; shrink and diagnose a mismatch",
         description="Import TARGET, drive it with Hypothesis-generated cases through a "
         "calling convention, compare every result with rope_ref under the error model, "
-        "shrink a failure to a minimal counterexample and name its likely cause. Exit "
-        "status: 0 conformant, 1 not conformant (or the function raised), 2 usage error.",
+        "shrink a failure to a minimal counterexample and name its likely cause. Inputs are "
+        "fresh arrays the oracle copies before each call; a target that takes a `spec` "
+        "keyword (or head_dim, rotary_dim, base, layout, ...) receives it. Exit status: 0 "
+        "conformant, 1 not conformant (or the function raised, exited or hung), 2 usage "
+        "error.",
         epilog="conventions: "
         + "; ".join(f"{name}: {text}" for name, text in _CONVENTION_HELP.items()),
     )
     parser.add_argument("target", metavar="MODULE:FUNCTION", help="the callable to check")
     parser.add_argument("--convention", required=True, choices=tuple(_CONVENTION_HELP))
-    parser.add_argument("--head-dim", type=int, default=64, help="features per head (64)")
-    parser.add_argument("--rotary-dim", type=int, default=None, help="rotated features")
-    parser.add_argument("--rotary-start", type=int, default=0, help="first rotated feature")
-    parser.add_argument("--base", type=float, default=10000.0, help="frequency base (10000)")
-    parser.add_argument(
+    spec = parser.add_argument_group("the embedding (default: LLaMA's, head_dim 64)")
+    spec.add_argument(
+        "--hf-config",
+        metavar="JSON",
+        help="a transformers config.json path or JSON string: the spec via RopeSpec.from_hf "
+        "(every scaling rule, M-RoPE sections); excludes the options below but --layout",
+    )
+    spec.add_argument("--head-dim", type=int, default=None, help="features per head (64)")
+    spec.add_argument("--rotary-dim", type=int, default=None, help="rotated features")
+    spec.add_argument("--rotary-start", type=int, default=None, help="first rotated feature")
+    spec.add_argument("--base", type=float, default=None, help="frequency base (10000)")
+    spec.add_argument(
         "--attention-factor",
         type=float,
-        default=1.0,
+        default=None,
         help="factor the results must carry on cos/sin, as YaRN's mscale (1)",
     )
-    parser.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
-    parser.add_argument("--max-position", type=int, default=32768, help="largest position")
-    parser.add_argument("--examples", type=int, default=100, help="Hypothesis examples (100)")
-    parser.add_argument(
+    spec.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
+    call = parser.add_argument_group("calling the target")
+    call.add_argument(
+        "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"
+    )
+    call.add_argument(
+        "--axes",
+        choices=("bhsd", "bshd"),
+        default=None,
+        help="axis order of x: (batch, heads, seq, dim) or (batch, seq, heads, dim)",
+    )
+    call.add_argument(
+        "--positions",
+        choices=("shared", "rows", "offset"),
+        default=None,
+        help="shared: one (seq,) row; rows: (batch, seq) ids; offset: a Python int, "
+        "positions offset + arange(seq) (MLX, KV-cache decoding). Multi-axis specs add a "
+        "trailing axis (t, h, w, ...)",
+    )
+    call.add_argument(
+        "--in-place",
+        action="store_true",
+        help="the target rotates its array arguments in place (vLLM, flash-attn kernels); "
+        "its return value is ignored",
+    )
+    run = parser.add_argument_group("the search")
+    run.add_argument("--max-position", type=int, default=32768, help="largest position")
+    run.add_argument("--examples", type=int, default=100, help="Hypothesis examples (100)")
+    run.add_argument(
         "--dtype",
         choices=("float32", "float64", "float16", "bfloat16"),
         default="float32",
-        help="dtype of x (float32); bfloat16 needs a torch convention",
+        help="dtype of x (float32); bfloat16 needs torch or MLX arrays",
     )
-    parser.add_argument("--device", default="cpu", help="torch device for torch conventions")
-    parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
+    run.add_argument(
+        "--angle-dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="precision the angles must have; float64 is the strict mode that fails "
+        "float32-grade angles (default: float32 below float64 results)",
+    )
+    run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
+    run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
+    run.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
     parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from rope_ref.testing._check import UsageError
+    from rope_ref._check_options import OptionError
 
     try:
         cfg, fn = _setup(args)
-    except UsageError as err:
+    except OptionError as err:
         print(f"rope-ref check: error: {err}")
         return 2
     except _ImportFailedError as failed:
@@ -79,89 +124,76 @@ def _run(args: argparse.Namespace) -> int:
     return report.exit_status
 
 
-class _ImportFailedError(Exception):
-    pass
-
-
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
-    from rope_ref._spec import RopeSpec
+    from rope_ref._check_options import (
+        OptionError,
+        calling_from_args,
+        check_options,
+        spec_from_args,
+    )
     from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
-    from rope_ref.testing._conventions import TORCH_CONVENTIONS, TargetError
+    from rope_ref.testing._conventions import TargetError
 
-    if importlib.util.find_spec("hypothesis") is None:
-        msg = "needs Hypothesis: pip install 'rope-ref[testing]'"
-        raise UsageError(msg)
-    if args.convention in TORCH_CONVENTIONS and importlib.util.find_spec("torch") is None:
-        msg = f"--convention {args.convention} passes torch tensors; torch is not installed."
-        raise UsageError(msg)
-    if args.convention == "plain" and args.dtype == "bfloat16":
-        msg = "--dtype bfloat16 needs a torch convention (NumPy has no bfloat16)."
-        raise UsageError(msg)
-    if args.examples < 1:
-        msg = f"--examples must be positive; got {args.examples}."
-        raise UsageError(msg)
-    if args.max_position < 0:
-        msg = f"--max-position must be non-negative; got {args.max_position}."
-        raise UsageError(msg)
-    if not (math.isfinite(args.attention_factor) and args.attention_factor > 0):
-        msg = f"--attention-factor must be positive; got {args.attention_factor}."
-        raise UsageError(msg)
-    try:
-        spec = RopeSpec(
-            args.head_dim,
-            rotary_dim=args.rotary_dim,
-            rotary_start=args.rotary_start,
-            base=args.base,
-            layout="half" if args.layout == "auto" else args.layout,
-            scaling=None if args.attention_factor == 1.0 else _Factor(args.attention_factor),
-        )
-    except (TypeError, ValueError) as err:
-        raise UsageError(str(err).replace("`", "")) from None
+    check_options(args)
+    spec = spec_from_args(args)
+    calling = calling_from_args(args, spec)
     try:
         fn = load_target(args.target)
+    except UsageError as err:
+        raise OptionError(str(err)) from None
     except TargetError as err:
         raise _ImportFailedError(describe_exception(err.error)) from None
     cfg = CheckConfig(
-        convention=args.convention,
+        calling=calling,
         spec=spec,
         layout=args.layout,
-        dtype=args.dtype,
         max_position=args.max_position,
         examples=args.examples,
         seed=args.seed,
-        device=args.device,
+        angle_dtype=args.angle_dtype,
     )
     return cfg, fn
 
 
-@dataclasses.dataclass(frozen=True)
-class _Factor:
-    """A scaling rule that keeps the frequencies and sets an attention factor."""
+def _describe_spec(spec: Any) -> str:
+    text = (
+        f"head_dim {spec.head_dim}, rotary_dim {spec.rotary_dim}, rotary_start "
+        f"{spec.rotary_start}, base {spec.base:g}"
+    )
+    if spec.scaling is not None:
+        from rope_ref._check_options import AttentionFactorOnly
+        from rope_ref._frequencies import attention_factor
 
-    factor: float
-
-    def inv_freq(self, inv_freq: Any, *, base: float, rotary_dim: int, seq_len: Any) -> Any:
-        return inv_freq
-
-    def attention_factor(self, *, seq_len: Any) -> float:
-        return self.factor
+        rule = spec.scaling
+        text += f", scaling {rule!r}" if not isinstance(rule, AttentionFactorOnly) else ""
+        text += f", attention factor {attention_factor(spec):g}"
+    if spec.sections is not None:
+        text += f", sections {list(spec.sections)} ({spec.section_order})"
+    return text
 
 
 def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
-    spec = cfg.spec
+    calling = cfg.calling
+    strict = " (strict)" if cfg.angle_dtype == "float64" else ""
     lines = [
         f"rope-ref check {args.target}",
-        f"  convention: {cfg.convention}: {_CONVENTION_HELP[cfg.convention]}",
-        f"  spec: head_dim {spec.head_dim}, rotary_dim {spec.rotary_dim}, rotary_start "
-        f"{spec.rotary_start}, base {spec.base:g}, attention factor {args.attention_factor:g}, "
-        f"dtype {cfg.dtype}, positions 0..{cfg.max_position}",
+        f"  convention: {calling.convention}: {_CONVENTION_HELP[calling.convention]}",
+        f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
+        f"{calling.positions}{', in place' if calling.in_place else ''}",
+        f"  spec: {_describe_spec(cfg.spec)}",
+        f"  dtype {calling.dtype}, positions 0..{cfg.max_position}, angle precision "
+        f"{cfg.angle_dtype or 'float32 or better'}{strict}",
         f"  layout: {report.layout}, {report.layout_note}",
     ]
+    precision = (
+        f"  angle precision: {report.precision} (max angle error {report.max_angle_error:.2g} rad)"
+    )
     if report.status == "conformant":
         lines += [
             f"OK: conformant on {report.examples} examples",
             f"  measured error: max |error| {report.max_error:.3g}, at most "
             f"{report.max_ratio:.3g} of the tolerance",
+            precision,
             f"  error model: {report.model}",
         ]
         return lines
@@ -169,6 +201,7 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         lines.append(f"FAIL: {report.error}")
     else:
         lines.append(f"FAIL: not conformant (after {report.examples} calls, shrunk)")
+        lines.append(precision)
     if report.counterexample is not None:
         lines.append(f"  minimal counterexample: {report.counterexample.describe()}")
     if report.worst is not None:

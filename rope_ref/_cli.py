@@ -11,7 +11,12 @@ __all__ = ["main"]
 
 #: Modules that add further subcommands; each defines ``register(commands)``, where
 #: `commands` is the parser's subparsers action, and sets ``run`` as the default.
-_SUBCOMMAND_MODULES = ("rope_ref._bench_cli", "rope_ref._theory_cli", "rope_ref._check_cli")
+_SUBCOMMAND_MODULES = (
+    "rope_ref._bench_cli",
+    "rope_ref._theory_cli",
+    "rope_ref._check_cli",
+    "rope_ref._survey_cli",
+)
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -126,7 +126,11 @@ def lay_out(
     """Reshape validated positions so their grid has ``len(lead)`` axes aligned with x.
 
     `lead` is ``x.shape[:-1]``. A 1-D grid whose length is ``lead[seq_axis]`` is laid along
-    `seq_axis`; any other grid must broadcast to `lead` (right-aligned, NumPy rules).
+    `seq_axis`. A 2-D grid that fits ``(batch, seq)`` ids (HF ``position_ids``) is read
+    along axis 0 and `seq_axis`, never against the trailing axes when seq and heads happen
+    to match; if it also broadcasts right-aligned to a different layout while `seq_axis` is
+    the last axis of `lead` (``(batch, seq)`` or ``(heads, seq)``? an image's ``(rows,
+    cols)``?), it raises. Any other grid must broadcast to `lead` (right-aligned).
     """
     trailing = () if n_axes is None else (n_axes,)
     grid = tuple(p.shape[: p.ndim - len(trailing)])
@@ -134,16 +138,42 @@ def lay_out(
         shape = [1] * len(lead)
         shape[seq_axis] = grid[0]
         return xp.reshape(p, (*shape, *trailing))
-    if len(grid) > len(lead) or any(
-        g not in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
-    ):
+    broadcasts = len(grid) <= len(lead) and all(
+        g in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
+    )
+    padded = (1,) * (len(lead) - len(grid)) + grid
+    by_rows = _batch_seq_shape(grid, lead, seq_axis)
+    if by_rows is not None and (not broadcasts or by_rows == padded):
+        return xp.reshape(p, (*by_rows, *trailing))
+    if by_rows is not None:  # both readings fit and differ
+        if seq_axis != len(lead) - 1:  # HF ids: never broadcast against the trailing axes
+            return xp.reshape(p, (*by_rows, *trailing))
         msg = (
-            f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
-            f"x.shape[seq_axis]); got a position grid of shape {grid}."
+            f"`positions` of shape {grid} can be read two ways against x.shape[:-1] = {lead}: "
+            f"as (batch, seq) ids along axes 0 and {seq_axis}, or broadcast right-aligned; "
+            "give every axis explicitly (e.g. positions[:, None, :] for (batch, seq) ids)."
         )
         raise ValueError(msg)
-    padded = (1,) * (len(lead) - len(grid)) + grid
+    if not broadcasts:
+        msg = (
+            f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
+            f"x.shape[seq_axis], or (batch, seq) ids); got a position grid of shape {grid}."
+        )
+        raise ValueError(msg)
     return xp.reshape(p, (*padded, *trailing))
+
+
+def _batch_seq_shape(
+    grid: tuple[int, ...], lead: tuple[int, ...], seq_axis: int | None
+) -> tuple[int, ...] | None:
+    """The shape that lays a ``(batch, seq)`` grid along axis 0 and `seq_axis`, if it fits."""
+    if seq_axis is None or seq_axis == 0 or len(grid) != 2 or len(lead) < 3:
+        return None
+    if grid[1] != lead[seq_axis] or grid[0] not in (1, lead[0]):
+        return None
+    shape = [1] * len(lead)
+    shape[0], shape[seq_axis] = grid
+    return tuple(shape)
 
 
 def check_offset(offset: object) -> float:

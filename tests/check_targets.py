@@ -261,3 +261,106 @@ def hf_bfloat16_tables(q, k, cos, sin):
     return apply_rotary_pos_emb(
         q, k, cos.to(torch.bfloat16).float(), sin.to(torch.bfloat16).float()
     )
+
+
+# --- targets that try to fool the checker -------------------------------------------------------
+
+
+def zeroes_input_plain(x, positions):
+    x[...] = 0.0
+    return x
+
+
+def zeroes_input_cos_sin(x, cos, sin):
+    """Overwrites its input and returns it: must never pass."""
+    x.zero_()
+    return x
+
+
+def zeroes_inputs_hf(q, k, cos, sin):
+    q.zero_()
+    k.zero_()
+    return q, k
+
+
+def zeroes_input_complex(x, freqs_cis):
+    x.zero_()
+    return x
+
+
+def flash_in_place(x, cos, sin):
+    """A correct rotation written into x itself (as vLLM's and flash-attn's kernels do)."""
+    x.copy_(flash_apply_rotary_emb_torch(x, cos, sin))
+
+
+def hf_in_place(q, k, cos, sin):
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    q_out, k_out = apply_rotary_pos_emb(q, k, cos, sin)
+    q.copy_(q_out)
+    k.copy_(k_out)
+
+
+def exits_zero(x, positions):
+    raise SystemExit(0)
+
+
+def hangs(x, positions):
+    import time
+
+    while True:
+        time.sleep(0.01)
+
+
+# --- adapters that take the spec ----------------------------------------------------------------
+
+
+def spec_driven(x, positions, *, spec):
+    """The oracle itself, told the spec: conformant for any --hf-config."""
+    import rope_ref as rr
+
+    grid_ndim = positions.ndim - (spec.sections is not None)
+    if grid_ndim == 2:  # (batch, seq) ids against (batch, heads, seq, dim)
+        positions = positions[:, None]
+    return rr.apply_rope(x, spec, positions)
+
+
+def fields_driven(x, positions, base, head_dim):
+    """A hand-written RoPE that reads base and head_dim from the keywords it is given."""
+    assert x.shape[-1] == head_dim
+    return _rope(x, positions, base=base)
+
+
+def torchtune_rope(x, input_pos, *, spec):
+    """torchtune's RotaryPositionalEmbeddings: x (b, s, h, d) torch, input_pos (b, s)."""
+    from torchtune.modules import RotaryPositionalEmbeddings
+
+    module = _torchtune_module(RotaryPositionalEmbeddings, spec.rotary_dim, spec.base)
+    return module(x, input_pos=input_pos)
+
+
+@functools.cache
+def _torchtune_module(cls, dim, base, **kwargs):
+    return cls(dim=dim, max_seq_len=2**15 + 1, base=int(base), **kwargs)
+
+
+def mlx_fast_rope(x, offset, *, spec):
+    """MLX's fused kernel: x (b, h, s, d) mlx, positions offset + arange(s)."""
+    import mlx.core as mx
+
+    return mx.fast.rope(
+        x,
+        spec.rotary_dim,
+        traditional=spec.layout == "interleaved",
+        base=spec.base,
+        scale=1.0,
+        offset=offset,
+    )
+
+
+def torchtune_llama3(x, input_pos, *, spec):
+    """torchtune's Llama3ScaledRoPE with its defaults (factor 8, original length 8192)."""
+    from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
+
+    module = _torchtune_module(Llama3ScaledRoPE, spec.rotary_dim, spec.base)
+    return module(x, input_pos=input_pos)

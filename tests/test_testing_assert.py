@@ -109,3 +109,37 @@ def test_meta_complex_float32_passes():
     p = torch.tensor([0, 1, 7, 256, 2048, 4999])
     xq, _ = meta.apply_rotary_emb(x, x, table[p])
     assert_rope_close(xq, x, rr.RopeSpec(head_dim=32, layout="interleaved"), p, seq_axis=-3)
+
+
+def test_the_fixture_object_reports_and_diagnoses_with_seq_len_and_role():
+    from rope_ref.testing import RopeOracle
+
+    oracle = RopeOracle()
+    spec = rr.RopeSpec(head_dim=8, xpos=rr.XPos(scale_base=64.0))
+    x = np.random.default_rng(5).standard_normal((2, 6, 8))
+    y = rr.apply_rope(x, spec, seq_len=32, role="key")
+    report = oracle.report(y, x, spec, seq_len=32, role="key")
+    assert report.ok
+    assert report.precision == "float64-grade"
+    assert oracle.assert_close(y, x, spec, seq_len=32, role="key").ok
+    assert oracle.diagnose(y, x, spec, seq_len=32, role="key") is None
+    shifted = rr.apply_rope(x, spec, offset=1, seq_len=32, role="key")
+    found = oracle.diagnose(shifted, x, spec, seq_len=32, role="key")
+    assert found is not None
+    assert found.cause != "unknown"
+
+
+def test_a_report_names_its_worst_element_and_model():
+    spec = rr.RopeSpec(head_dim=8)
+    x = np.random.default_rng(6).standard_normal((3, 8)).astype(np.float32)
+    y = rr.apply_rope(x, spec)
+    y[2, 1] += 0.25
+    report = rr.testing.rope_report(y, x, spec)
+    assert not report.ok
+    assert report.worst_index == (2, 1)
+    assert report.max_error == pytest.approx(0.25, rel=1e-5)
+    assert report.max_ratio > 1.0
+    assert report.precision == "coarser than float32"
+    assert "error model (float32)" in report.model
+    assert "NOT conformant" in report.summary()
+    assert "likely cause:" in str(report)

@@ -31,11 +31,22 @@ def _rng_x(shape, seed=0, dtype=np.float64):
     return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(dtype)
 
 
+def _clearly_wrong(wrong, case, positions, offset=0):
+    """The planted bug changes the result by far more than the largest tolerance anywhere
+    (the one-number bound `rope_atol`, at the largest angle): an input-side condition, so
+    the comparison must fail and the diagnosis must name something."""
+    right = np.asarray(rr.apply_rope(case.x, case.spec, positions), dtype=np.float64)
+    gap = float(np.max(np.abs(np.asarray(wrong, dtype=np.float64) - right), initial=0.0))
+    dtype = str(case.x.dtype)
+    bound = rr.testing.rope_atol(case.spec, positions, dtype=dtype, magnitude=2.0, offset=offset)
+    return gap > 100 * bound
+
+
 @given(CASES)
 def test_inverse_rotation_is_a_direction_bug(case):
     wrong = rr.apply_rope(case.x, case.spec, case.positions, inverse=True)
+    assume(_clearly_wrong(wrong, case, case.positions))  # e.g. not every angle 0 or pi
     found = diagnose(wrong, case.x, case.spec, case.positions)
-    assume(found is not None)
     assert found is not None
     assert found.cause == "direction"
 
@@ -45,8 +56,8 @@ def test_shifted_positions_are_an_offset_bug(case, k):
     p = np.asarray(case.positions)
     assume(not np.array_equal(p + k, -p))  # p + k == -p is the inverse rotation as well
     wrong = rr.apply_rope(case.x, case.spec, case.positions, offset=k)
+    assume(_clearly_wrong(wrong, case, case.positions, offset=k))
     found = diagnose(wrong, case.x, case.spec, case.positions)
-    assume(found is not None)
     assert found is not None
     assert found.cause == "offset"
     assert f"{k:+d}" in found.message
@@ -56,10 +67,34 @@ def test_shifted_positions_are_an_offset_bug(case, k):
 def test_other_layout_is_a_layout_bug(case):
     other = "interleaved" if case.spec.layout == "half" else "half"
     wrong = rr.apply_rope(case.x, dataclasses.replace(case.spec, layout=other), case.positions)
+    assume(_clearly_wrong(wrong, case, case.positions))  # e.g. not a single pair
     found = diagnose(wrong, case.x, case.spec, case.positions)
-    assume(found is not None)
     assert found is not None
     assert found.cause == "layout"
+
+
+@pytest.mark.parametrize("bug", ["direction", "offset", "layout"])
+def test_every_planted_bug_in_a_fixed_set_is_found(bug):
+    """Over a fixed set of 40 seeded cases with positions past 100 and a full head, every
+    planted bug changes the result, and every one is found and named."""
+    rng = np.random.default_rng(["direction", "offset", "layout"].index(bug))
+    for _ in range(40):
+        d = int(rng.choice([8, 16, 64, 128]))
+        spec = rr.RopeSpec(
+            d, base=float(rng.choice([1e4, 5e5])), layout=str(rng.choice(["half", "interleaved"]))
+        )
+        p = np.sort(rng.integers(100, 30000, size=5))
+        x = rng.uniform(-1, 1, (2, 5, d)).astype(str(rng.choice(["float32", "float64"])))
+        if bug == "direction":
+            wrong = rr.apply_rope(x, spec, p, inverse=True)
+        elif bug == "offset":
+            wrong = rr.apply_rope(x, spec, p, offset=1)
+        else:
+            other = "interleaved" if spec.layout == "half" else "half"
+            wrong = rr.apply_rope(x, dataclasses.replace(spec, layout=other), p)
+        found = diagnose(wrong, x, spec, p)
+        assert found is not None, (spec, p)
+        assert found.cause == bug, (spec, p, found)
 
 
 @pytest.mark.parametrize("k", [7, -100, 3000])

@@ -3,6 +3,7 @@ and a clear ImportError without Hypothesis."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -14,7 +15,14 @@ from hypothesis.errors import InvalidArgument
 
 import rope_ref as rr
 from rope_ref.testing import assert_rope_close
-from rope_ref.testing.strategies import EDGE_POWERS, RopeCase, positions, rope_cases, rope_specs
+from rope_ref.testing.strategies import (
+    EDGE_POWERS,
+    RopeCase,
+    positions,
+    rope_cases,
+    rope_specs,
+    scaling_rules,
+)
 
 
 @given(rope_specs())
@@ -144,3 +152,99 @@ def test_rope_ref_testing_does_not_import_hypothesis():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- strategies that fit peers --------------------------------------------------------------
+
+PEER_CASES = rope_cases(
+    dtypes=["float32", "float64"],
+    specs=rope_specs(nonzero_start=False, scalings=st.one_of(st.none(), scaling_rules())),
+    axes=("bhsd", "bshd"),
+    position_modes=("shared", "rows", "offset"),
+    max_position=70000,
+)
+
+
+def _apply(case):
+    return rr.apply_rope(
+        case.x, case.spec, case.positions, offset=case.offset, seq_axis=case.seq_axis
+    )
+
+
+@given(PEER_CASES)
+def test_peer_shaped_cases_are_consistent_and_pass_the_oracle(case):
+    assert case.spec.rotary_start == 0
+    assert case.seq_axis in (-2, -3)
+    seq = case.x.shape[case.seq_axis]
+    if case.positions is None:
+        assert case.offset >= 0
+        assert case.offset + seq - 1 <= 70000
+    else:
+        assert case.offset == 0
+        batch = case.x.shape[0]
+        assert np.shape(case.positions) in {(seq,), (batch, seq), (batch, 1, seq)}
+    assert_rope_close(
+        _apply(case),
+        case.x,
+        case.spec,
+        case.positions,
+        offset=case.offset,
+        seq_axis=case.seq_axis,
+    )
+
+
+@given(
+    rope_cases(
+        dtypes=["float64"],
+        specs=rope_specs(sections=True),
+        max_position=5000,
+        axes=("bhsd", "bshd"),
+    )
+)
+def test_multi_axis_cases_carry_an_axis_per_section(case):
+    n_axes = len(case.spec.sections)
+    assert np.shape(case.positions)[-1] == n_axes
+    assert_rope_close(_apply(case), case.x, case.spec, case.positions, seq_axis=case.seq_axis)
+
+
+@pytest.mark.parametrize(
+    ("name", "condition"),
+    [
+        ("seq before heads", lambda c: c.seq_axis == -3),
+        ("offset mode", lambda c: c.positions is None and c.offset > 2**11),
+        *(
+            (family, lambda c, f=family: type(c.spec.scaling).__name__ == f)
+            for family in (
+                "Linear",
+                "NTKAware",
+                "DynamicNTK",
+                "YaRN",
+                "Llama3",
+                "LongRoPE",
+                "Proportional",
+            )
+        ),
+    ],
+)
+def test_peer_shaped_cases_draw_every_kind(name, condition):
+    assert condition(find(PEER_CASES, condition))
+
+
+@pytest.mark.parametrize("order", ["chunked", "interleaved"])
+def test_sections_of_both_orders_are_drawn(order):
+    found = find(rope_specs(sections=True), lambda s: s.section_order == order)
+    assert sum(found.sections) == found.n_pairs
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: rope_cases(axes=["bsdh"]), "`axes` must hold only"),
+        (lambda: rope_cases(position_modes="offset"), "`position_modes` must be a non-empty"),
+        (lambda: rope_specs(nonzero_start=1), "`nonzero_start` must be True or False"),
+        (lambda: scaling_rules(max_factor=0.5), "`max_factor` must be a number from 1"),
+    ],
+)
+def test_new_arguments_are_checked(call, message):
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        call()

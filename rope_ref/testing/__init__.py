@@ -2,7 +2,9 @@
 
 `assert_rope_close` compares a RoPE result of any implementation with the oracle under an
 error model that scales with the dtype and the largest angle, and names the likely cause of
-a mismatch; `error_model` and `rope_atol` give the tolerances themselves to kernel authors.
+a mismatch; `rope_report` returns the same comparison as a `RopeReport` (largest error,
+share of the tolerance, angle-precision class, diagnosis); `error_model` and `rope_atol`
+give the tolerances themselves to kernel authors.
 Hypothesis strategies live in `rope_ref.testing.strategies` (extra ``testing``); this module
 does not import Hypothesis. Installing rope-ref also registers a pytest plugin with the
 fixtures ``rope_oracle`` and ``xp``.
@@ -20,18 +22,22 @@ from rope_ref.testing._compare import compare, setup
 from rope_ref.testing._diagnose import CAUSES, Diagnosis
 from rope_ref.testing._diagnose import diagnose as _diagnose
 from rope_ref.testing._oracle import RopeOracle
+from rope_ref.testing._report import PRECISION_CLASSES, RopeReport, rope_report
 from rope_ref.testing._tolerance import ErrorModel, error_model, rope_atol
 
 __all__ = [
     "CAUSES",
+    "PRECISION_CLASSES",
     "Diagnosis",
     "ErrorModel",
     "RopeOracle",
+    "RopeReport",
     "angle_error",
     "assert_rope_close",
     "diagnose",
     "error_model",
     "rope_atol",
+    "rope_report",
     "tolerance",
 ]
 
@@ -47,6 +53,7 @@ def diagnose(
     inverse: bool = False,
     seq_len: float | None = None,
     role: Role | None = None,
+    angle_dtype: object = None,
 ) -> Diagnosis | None:
     """The most likely cause of a mismatch between `actual` and the oracle, or None.
 
@@ -78,5 +85,5 @@ def diagnose(
         seq_len=seq_len,
         role=role,
     )
-    c = compare(actual, s)
+    c = compare(actual, s, angle_dtype=angle_dtype)
     return None if c.ok else _diagnose(c)

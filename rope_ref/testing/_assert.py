@@ -11,6 +11,7 @@ from rope_ref._spec import RopeSpec
 from rope_ref._typing import Role
 from rope_ref.testing._compare import Comparison, compare, setup
 from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
 
 __all__ = ["assert_rope_close", "describe_worst", "failure_message"]
 
@@ -28,7 +29,8 @@ def assert_rope_close(
     atol: float | None = None,
     seq_len: float | None = None,
     role: Role | None = None,
-) -> None:
+    angle_dtype: object = None,
+) -> RopeReport:
     r"""Assert that `actual` is RoPE of `x` within the error model; diagnose it otherwise.
 
     The oracle is `rope_ref.apply_rope` on a float64 copy of `x` (exact to float64
@@ -61,6 +63,16 @@ def assert_rope_close(
         For length-dependent scalings, as for `rope_ref.apply_rope`.
     role : {"query", "key"}, optional
         Required for xPos specs.
+    angle_dtype : dtype or str, optional
+        Precision the angles must have. By default float32-grade angles pass for results
+        of 32 bits or fewer (what HF and most kernels do); ``"float64"`` is the strict
+        mode: float32-grade angles fail with the ``precision`` diagnosis.
+
+    Returns
+    -------
+    RopeReport
+        How close the result is: largest error and its share of the tolerance, the worst
+        element and the measured angle-precision class (see `rope_report`).
 
     Raises
     ------
@@ -83,7 +95,8 @@ def assert_rope_close(
     >>> from rope_ref.testing import assert_rope_close
     >>> spec = rr.RopeSpec(head_dim=8)
     >>> x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
-    >>> assert_rope_close(rr.apply_rope(x, spec), x, spec)       # passes silently
+    >>> assert_rope_close(rr.apply_rope(x, spec), x, spec).precision
+    'float64-grade'
     >>> wrong = rr.apply_rope(x, spec, inverse=True)              # sin with the wrong sign
     >>> try:
     ...     assert_rope_close(wrong, x, spec)
@@ -106,9 +119,10 @@ def assert_rope_close(
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)
-    c = compare(actual, s, rtol=rtol, atol=atol)
+    c = compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype)
     if not c.ok:
         raise AssertionError(failure_message(c, diagnose(c)))
+    return report_of(c)
 
 
 def _axis_names(ndim: int, seq_axis: int) -> list[str]:
@@ -172,6 +186,7 @@ def failure_message(c: Comparison, diagnosis: Diagnosis) -> str:
             f"Mismatched elements: {n_bad} / {total} ({100.0 * n_bad / total:.3g}%)",
             f"Worst element: {describe_worst(c)}",
             f"Tolerance: {model}",
+            f"Angle precision: {precision_class(c)} (max angle error {max_angle_error(c):.2g} rad)",
             f"Likely cause: {diagnosis}",
         ]
     )

@@ -14,41 +14,20 @@ import numpy as np
 
 from rope_ref._spec import RopeSpec
 from rope_ref.testing._assert import describe_worst
+from rope_ref.testing._check_cases import CheckConfig, drawn_cases, probe_case, single_case
 from rope_ref.testing._compare import Comparison, compare
 from rope_ref.testing._conventions import (
-    PER_ROW,
-    TORCH_CONVENTIONS,
     Case,
     OutputError,
     TargetError,
+    TargetTimeoutError,
     run_case,
 )
 from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
 from rope_ref.testing._target import UsageError, describe_exception, load_target
 
 __all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
-
-#: Most tokens, batch rows and heads of a drawn case.
-MAX_BATCH, MAX_HEADS, MAX_SEQ = 3, 3, 8
-
-
-@dataclass(frozen=True)
-class CheckConfig:
-    """What to check and how: the parsed command line."""
-
-    convention: str
-    spec: RopeSpec
-    layout: str  # "auto", "half" or "interleaved"
-    dtype: str
-    max_position: int
-    examples: int
-    seed: int = 0
-    device: str = "cpu"
-
-    @property
-    def angle_dtype(self) -> str | None:
-        """Angle precision of the model: exact tables for the table-driven conventions."""
-        return "float64" if self.convention in TORCH_CONVENTIONS else None
 
 
 @dataclass
@@ -85,6 +64,8 @@ class Report:
     examples: int
     max_error: float = 0.0
     max_ratio: float = 0.0
+    precision: str = PRECISION_CLASSES[0]
+    max_angle_error: float = 0.0
     model: str = ""
     counterexample: Case | None = None
     worst: str | None = None
@@ -108,7 +89,7 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checked code's warnings are not verdicts
-            outputs = run_case(fn, cfg.convention, case, spec, dtype=cfg.dtype, device=cfg.device)
+            outputs = run_case(fn, cfg.calling, case, spec)
     except TargetError as err:
         return Evaluation(error=err.error)
     except OutputError as err:
@@ -122,7 +103,7 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
             )
             return evaluation
         try:
-            c = compare(out.actual, out.setup, angle_dtype=cfg.angle_dtype)
+            c = compare(out.actual, out.setup, angle_dtype=cfg.model_angle_dtype)
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation
@@ -132,30 +113,6 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
 
 def _spec_with_layout(spec: RopeSpec, layout: str) -> RopeSpec:
     return dataclasses.replace(spec, layout=layout)  # type: ignore[arg-type]
-
-
-def probe_positions(max_position: int) -> np.ndarray:
-    """Positions of the probe: 0..8, the 2^k +- 1 edges, a geometric sweep, the maximum."""
-    small = np.arange(min(9, max_position + 1))
-    edges = [2**k + d for k in (8, 11, 24) for d in (-1, 0, 1)]
-    sweep = np.geomspace(16, max(max_position, 16), 16).round().astype(np.int64)
-    values = np.concatenate([small, edges, sweep, [max_position]])
-    return np.unique(values[(values >= 0) & (values <= max_position)]).astype(np.int64)
-
-
-def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
-    """A deterministic case with many positions (two batch rows, two heads)."""
-    p = probe_positions(cfg.max_position) if positions is None else positions
-    if cfg.convention in PER_ROW:
-        p = np.stack([p, np.roll(p, len(p) // 2)])
-    return Case(batch=2, heads=2, seq=p.shape[-1], positions=p, seed=12345)
-
-
-def _single(cfg: CheckConfig, position: int) -> Case:
-    p = np.array([position], dtype=np.int64)
-    return Case(
-        batch=1, heads=1, seq=1, positions=p[None, :] if cfg.convention in PER_ROW else p, seed=1
-    )
 
 
 def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
@@ -171,6 +128,8 @@ def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
         else:
             scores[layout] = float(np.max(worst[1].ratio, initial=0.0))
     best = min(scores, key=lambda k: scores[k])
+    if max(scores.values()) <= 1.0:
+        return cfg.spec.layout, "either matches: the target follows the spec it is given"
     if scores[best] <= 1.0:
         return best, "detected"
     if np.isinf(scores[best]):
@@ -193,6 +152,8 @@ class _Stats:
     examples: int = 0
     max_error: float = 0.0
     max_ratio: float = 0.0
+    precision: int = 0  # index into PRECISION_CLASSES: the coarsest seen
+    max_angle_error: float = 0.0
 
     def add(self, ev: Evaluation) -> None:
         self.examples += 1
@@ -200,23 +161,9 @@ class _Stats:
             if c.error.size:
                 self.max_error = max(self.max_error, float(np.max(c.error)))
                 self.max_ratio = max(self.max_ratio, float(np.max(c.ratio)))
-
-
-def _cases(cfg: CheckConfig) -> Any:
-    from hypothesis import strategies as st
-
-    from rope_ref.testing.strategies import positions
-
-    @st.composite
-    def cases(draw: st.DrawFn) -> Case:
-        batch = draw(st.integers(1, MAX_BATCH))
-        heads = draw(st.integers(1, MAX_HEADS))
-        seq = draw(st.integers(1, MAX_SEQ))
-        shape = (batch, seq) if cfg.convention in PER_ROW else (seq,)
-        p = draw(positions(shape, min_value=0, max_value=cfg.max_position))
-        return Case(batch, heads, seq, p, draw(st.integers(0, 2**32 - 1)))
-
-    return cases()
+                grade = PRECISION_CLASSES.index(precision_class(c))
+                self.precision = max(self.precision, grade)
+                self.max_angle_error = max(self.max_angle_error, max_angle_error(c))
 
 
 def search(
@@ -239,7 +186,7 @@ def search(
         report_multiple_bugs=False,
         print_blob=False,
     )
-    @given(_cases(cfg))
+    @given(drawn_cases(cfg))
     def run(case: Case) -> None:
         ev = evaluate(fn, cfg, spec, case)
         stats.add(ev)
@@ -250,7 +197,22 @@ def search(
         run()
     except _MismatchError as found:
         return stats, found
+    except BaseException as err:  # Hypothesis wraps what it cannot shrink
+        timeout = _find_timeout(err)
+        if timeout is not None:
+            raise timeout from None
+        raise
     return stats, None
+
+
+def _find_timeout(err: BaseException | None) -> TargetTimeoutError | None:
+    seen = 0
+    while err is not None and seen < 16:
+        if isinstance(err, TargetTimeoutError):
+            return err
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return None
 
 
 # -- diagnosing --------------------------------------------------------------------------------
@@ -284,7 +246,7 @@ def _refine(
     good, bad = bounds
     while bad - good > 1:
         mid = (good + bad) // 2
-        if evaluate(fn, cfg, spec, _single(cfg, mid)).ok:
+        if evaluate(fn, cfg, spec, single_case(cfg, mid)).ok:
             good = mid
         else:
             bad = mid
@@ -313,6 +275,20 @@ def explain(
 
 def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     """Check `fn` under `cfg` and return the verdict."""
+    try:
+        return _check(fn, cfg)
+    except TargetTimeoutError as err:
+        return Report(
+            status="error",
+            layout=cfg.spec.layout,
+            layout_note="not detected",
+            examples=0,
+            error=f"the checked function did not return within {err.seconds:g} s "
+            "(a hang, or a first call slower than --timeout)",
+        )
+
+
+def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     layout, note = detect_layout(fn, cfg)
     spec = _spec_with_layout(cfg.spec, layout)
     try:
@@ -326,7 +302,7 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
             error=f"the search could not complete: {describe_exception(err)}",
         )
     model = ""
-    sample = evaluate(fn, cfg, spec, _single(cfg, 1))
+    sample = evaluate(fn, cfg, spec, single_case(cfg, 1))
     if sample.comparisons and sample.comparisons[0][1].model is not None:
         model = sample.comparisons[0][1].model.describe()
     report = Report(
@@ -336,6 +312,8 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         examples=stats.examples,
         max_error=stats.max_error,
         max_ratio=stats.max_ratio,
+        precision=PRECISION_CLASSES[stats.precision],
+        max_angle_error=stats.max_angle_error,
         model=model,
     )
     if found is None:

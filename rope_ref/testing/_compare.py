@@ -133,7 +133,7 @@ def setup(
         msg = f"`x` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     name = dtype_name(x.dtype)
-    x64 = host64(x)
+    x64 = np.array(host64(x), dtype=np.float64, copy=True)  # never a view of x
     if x64.ndim == 0 or x64.shape[-1] != spec.head_dim:
         msg = (
             f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
@@ -149,8 +149,7 @@ def setup(
     else:
         raw = host64(positions) if is_array(positions) else positions
         p = shift(as_positions(raw, xp=hxp, n_axes=spec.position_axes), offset, hxp)
-        is_1d = p.ndim == (1 if spec.sections is None else 2)
-        axis = normalize_seq_axis(seq_axis, x64.ndim) if is_1d else None
+        axis = normalize_seq_axis(seq_axis, x64.ndim)
     lead = tuple(x64.shape[:-1])
     laid = lay_out(p, lead, axis, n_axes=spec.position_axes, xp=hxp)
     trailing = () if spec.sections is None else (len(spec.sections),)

@@ -3,11 +3,11 @@
 =========  ===================================  ======================================
 name       call                                 arrays
 =========  ===================================  ======================================
-plain      ``fn(x, positions)``                 NumPy x ``(batch, heads, seq, d)``,
-                                                int64 positions ``(seq,)``
-hf         ``fn(q, k, cos, sin)`` -> (q, k)     torch ``(batch, heads, seq, d)``, cos/sin
-                                                ``(batch, seq, rotary_dim)`` as
-                                                transformers builds them
+plain      ``fn(x, positions)``                 x ``(batch, heads, seq, d)`` (or
+                                                ``--axes bshd``) of NumPy, torch or
+                                                MLX; positions per `Calling.positions`
+hf         ``fn(q, k, cos, sin)`` -> (q, k)     torch, cos/sin ``(batch, seq,
+                                                rotary_dim)`` as transformers builds them
 cos_sin    ``fn(x, cos, sin)``                  torch x ``(batch, seq, heads, d)``,
                                                 cos/sin ``(seq, rotary_dim / 2)``
                                                 (flash-attn)
@@ -15,6 +15,11 @@ complex    ``fn(x, freqs_cis)`` or              torch x ``(batch, seq, heads, d)
            ``fn(xq, xk, freqs_cis)``            complex ``(seq, rotary_dim / 2)``
                                                 (Meta LLaMA)
 =========  ===================================  ======================================
+
+Every input is a fresh array and the oracle reads its own copy before the call, so a
+target that overwrites its inputs cannot change what it is compared with. A target that
+accepts a ``spec`` keyword gets the `RopeSpec`; one that accepts keywords named after its
+fields (``head_dim``, ``rotary_dim``, ``base``, ...) gets those.
 """
 
 from __future__ import annotations
@@ -29,25 +34,61 @@ import numpy as np
 from rope_ref._frequencies import rope_cos_sin
 from rope_ref._spec import RopeSpec
 from rope_ref.testing._compare import Setup, setup
+from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
 
 __all__ = [
     "CONVENTIONS",
+    "POSITION_MODES",
     "TORCH_CONVENTIONS",
+    "Calling",
     "Case",
     "OutputError",
     "TargetError",
+    "TargetTimeoutError",
     "run_case",
+    "spec_keywords",
 ]
 
 CONVENTIONS = ("plain", "hf", "cos_sin", "complex")
 TORCH_CONVENTIONS = ("hf", "cos_sin", "complex")
-#: Conventions whose positions differ per batch row.
-PER_ROW = ("hf",)
+#: What the target receives as positions: one row ``(seq,)`` shared by the batch, one row
+#: per batch row ``(batch, seq)``, or a Python int offset (positions offset + arange(seq)).
+POSITION_MODES = ("shared", "rows", "offset")
+#: Spec fields a target may take as keywords.
+SPEC_FIELDS = ("head_dim", "rotary_dim", "rotary_start", "base", "layout", "sections")
+
+
+@dataclass(frozen=True)
+class Calling:
+    """How to call the target: convention, array kind, axis order, positions, dtype."""
+
+    convention: str
+    dtype: str
+    array: str = "numpy"  # plain only: "numpy", "torch" or "mlx"
+    axes: str = "bhsd"  # or "bshd"
+    positions: str = "shared"
+    in_place: bool = False
+    device: str = "cpu"
+    timeout: float | None = None
+
+    @property
+    def seq_axis(self) -> int:
+        """Axis of x that indexes tokens."""
+        return -2 if self.axes == "bhsd" else -3
+
+    @property
+    def per_row(self) -> bool:
+        """Whether positions differ per batch row."""
+        return self.positions == "rows"
 
 
 @dataclass(frozen=True)
 class Case:
-    """Sizes, positions (``(batch, seq)`` or ``(seq,)``) and the seed of the values of x."""
+    """Sizes, positions and the seed of the values of x.
+
+    Positions are ``(seq,)`` or ``(batch, seq)``, plus a trailing axis for a multi-axis
+    spec.
+    """
 
     batch: int
     heads: int
@@ -64,7 +105,7 @@ class Case:
 
 
 class TargetError(Exception):
-    """The checked callable raised; `error` is its exception."""
+    """The checked callable raised (or exited); `error` is its exception."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(f"{type(error).__name__}: {error}")
@@ -89,14 +130,31 @@ def _values(case: Case, shape: tuple[int, ...], salt: int) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, shape)
 
 
-def _torch_array(values: np.ndarray, dtype: str, device: str) -> Any:
-    import torch
+def _array(values: np.ndarray, calling: Calling, kind: str | None = None) -> Any:
+    kind = kind or ("torch" if calling.convention in TORCH_CONVENTIONS else calling.array)
+    if kind == "torch":
+        import torch
 
-    return torch.from_numpy(values).to(device=device, dtype=getattr(torch, dtype))
+        return torch.from_numpy(values).to(
+            device=calling.device, dtype=getattr(torch, calling.dtype)
+        )
+    if kind == "mlx":
+        import mlx.core as mx
+
+        return mx.array(values.astype(np.float32)).astype(getattr(mx, calling.dtype))
+    return values.astype(calling.dtype)
 
 
-def _numpy_array(values: np.ndarray, dtype: str) -> np.ndarray:
-    return values.astype(dtype)
+def _positions_arg(p: np.ndarray, calling: Calling) -> Any:
+    if calling.array == "torch":
+        import torch
+
+        return torch.from_numpy(p.copy()).to(calling.device)
+    if calling.array == "mlx":
+        import mlx.core as mx
+
+        return mx.array(p)
+    return p.copy()
 
 
 def _tables(spec: RopeSpec, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,87 +169,130 @@ def _full_width(table: np.ndarray, layout: str) -> np.ndarray:
     return np.repeat(table, 2, axis=-1)
 
 
-def _n_positional(fn: Callable[..., Any]) -> int | None:
+def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
     try:
-        params = inspect.signature(fn).parameters.values()
+        return list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return None
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+
+
+def _n_positional(fn: Callable[..., Any]) -> int | None:
+    params = _parameters(fn)
+    if params is None or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return None
-    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    given = ("spec", *SPEC_FIELDS)
+    return sum(
+        1
+        for p in params
+        if p.kind in kinds and p.default is inspect.Parameter.empty and p.name not in given
+    )
 
 
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
+def spec_keywords(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The keywords of ``spec`` and `SPEC_FIELDS` that `fn` takes by name."""
+    params = _parameters(fn) or []
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for p in params if p.kind in by_name}
+    return tuple(n for n in ("spec", *SPEC_FIELDS) if n in names)
+
+
+def _keywords(fn: Callable[..., Any], spec: RopeSpec) -> dict[str, Any]:
+    values = {name: getattr(spec, name, None) for name in SPEC_FIELDS}
+    values["spec"] = spec
+    return {name: values[name] for name in spec_keywords(fn)}
+
+
+def _call(fn: Callable[..., Any], calling: Calling, spec: RopeSpec, *args: Any) -> Any:
     try:
-        return fn(*args)
-    except Exception as err:  # any bug in the checked code is reported, not raised
+        return call_with_timeout(fn, args, _keywords(fn, spec), calling.timeout)
+    except TargetTimeoutError:
+        raise
+    except (Exception, SystemExit) as err:  # any bug or exit in the checked code is reported
         raise TargetError(err) from err
+
+
+_IN_PLACE_HINT = " (if it rotates its input in place, pass --in-place)"
 
 
 def _array_like(value: Any, label: str) -> Any:
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return value
-    msg = f"the result for {label} must be an array; got {type(value).__name__}."
+    hint = _IN_PLACE_HINT if value is None else ""
+    msg = f"the result for {label} must be an array; got {type(value).__name__}{hint}."
     raise OutputError(msg)
 
 
 def _pair(result: Any, labels: tuple[str, str]) -> tuple[Any, Any]:
     if not isinstance(result, tuple | list) or len(result) != 2:
         names = ", ".join(labels)
-        msg = f"the callable must return two arrays ({names}); got {type(result).__name__}."
+        hint = _IN_PLACE_HINT if result is None else ""
+        msg = f"the callable must return two arrays ({names}); got {type(result).__name__}{hint}."
         raise OutputError(msg)
     return _array_like(result[0], labels[0]), _array_like(result[1], labels[1])
 
 
-def run_case(
-    fn: Callable[..., Any],
-    convention: str,
-    case: Case,
-    spec: RopeSpec,
-    *,
-    dtype: str,
-    device: str = "cpu",
-) -> list[Output]:
-    """Call `fn` on `case` through `convention`; return each result with its oracle setup.
+def _x_shape(case: Case, heads: int, d: int, calling: Calling) -> tuple[int, ...]:
+    b, s = case.batch, case.seq
+    return (b, heads, s, d) if calling.axes == "bhsd" else (b, s, heads, d)
 
-    Raises `TargetError` when `fn` raises and `OutputError` for a malformed result.
+
+def oracle_grid(case: Case, calling: Calling, spec: RopeSpec) -> np.ndarray:
+    """The positions of `case` as a grid for `setup`: laid along the batch and seq axes."""
+    p = np.asarray(case.positions)
+    multi = spec.sections is not None
+    if p.ndim == (2 if multi else 1):  # shared: 1-D along seq_axis
+        return p
+    # (batch, seq[, axes]): insert the heads axis where x has it
+    return np.expand_dims(p, 1 if calling.axes == "bhsd" else 2)
+
+
+def run_case(fn: Callable[..., Any], calling: Calling, case: Case, spec: RopeSpec) -> list[Output]:
+    """Call `fn` on `case` through `calling`; return each result with its oracle setup.
+
+    Raises `TargetError` when `fn` raises or exits, `TargetTimeoutError` when it does not
+    return in time, and `OutputError` for a malformed result.
     """
-    b, h, s, d = case.batch, case.heads, case.seq, spec.head_dim
-    if convention == "plain":
-        x = _numpy_array(_values(case, (b, h, s, d), 0), dtype)
-        p = case.positions
-        y = _array_like(_call(fn, x.copy(), p.copy()), "x")
-        return [Output("x", setup(x, spec, p, seq_axis=-2), y)]
-    if convention == "hf":
+    d, h = spec.head_dim, case.heads
+    grid = oracle_grid(case, calling, spec)
+    axis = calling.seq_axis
+    if calling.convention == "plain":
+        x = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
+        oracle = setup(x, spec, grid, seq_axis=axis)  # a copy, taken before the call
+        if calling.positions == "offset":
+            arg: Any = int(case.positions[0])
+        else:
+            arg = _positions_arg(case.positions, calling)
+        y = _call(fn, calling, spec, x, arg)
+        return [Output("x", oracle, x if calling.in_place else _array_like(y, "x"))]
+    if calling.convention == "hf":
         hk = (h + 1) // 2
-        q = _torch_array(_values(case, (b, h, s, d), 0), dtype, device)
-        k = _torch_array(_values(case, (b, hk, s, d), 1), dtype, device)
-        cos, sin = _tables(spec, case.positions)
-        cos_t = _torch_array(_full_width(cos, spec.layout), dtype, device)
-        sin_t = _torch_array(_full_width(sin, spec.layout), dtype, device)
-        q_out, k_out = _pair(_call(fn, q, k, cos_t, sin_t), ("q", "k"))
-        grid = case.positions[:, None, :]
-        return [
-            Output("q", setup(q, spec, grid, seq_axis=-2), q_out),
-            Output("k", setup(k, spec, grid, seq_axis=-2), k_out),
-        ]
-    x = _torch_array(_values(case, (b, s, h, d), 0), dtype, device)
+        q = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
+        k = _array(_values(case, _x_shape(case, hk, d, calling), 1), calling)
+        setups = (setup(q, spec, grid, seq_axis=axis), setup(k, spec, grid, seq_axis=axis))
+        rows = case.positions if case.positions.ndim == 2 else case.positions[None, :]
+        cos, sin = _tables(spec, rows)
+        cos_t = _array(_full_width(cos, spec.layout), calling)
+        sin_t = _array(_full_width(sin, spec.layout), calling)
+        result = _call(fn, calling, spec, q, k, cos_t, sin_t)
+        q_out, k_out = (q, k) if calling.in_place else _pair(result, ("q", "k"))
+        return [Output("q", setups[0], q_out), Output("k", setups[1], k_out)]
+    x = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
+    x_setup = setup(x, spec, grid, seq_axis=axis)
     cos, sin = _tables(spec, case.positions)
-    if convention == "cos_sin":
-        cos_t, sin_t = (_torch_array(t, dtype, device) for t in (cos, sin))
-        y = _array_like(_call(fn, x, cos_t, sin_t), "x")
-        return [Output("x", setup(x, spec, case.positions, seq_axis=-3), y)]
+    if calling.convention == "cos_sin":
+        cos_t, sin_t = (_array(t, calling) for t in (cos, sin))
+        y = _call(fn, calling, spec, x, cos_t, sin_t)
+        return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]
     import torch
 
-    complex_dtype = torch.complex128 if dtype == "float64" else torch.complex64
-    freqs_cis = torch.from_numpy(cos + 1j * sin).to(device=device, dtype=complex_dtype)
+    complex_dtype = torch.complex128 if calling.dtype == "float64" else torch.complex64
+    freqs_cis = torch.from_numpy(cos + 1j * sin).to(device=calling.device, dtype=complex_dtype)
     if _n_positional(fn) == 3:
-        k = _torch_array(_values(case, (b, s, (h + 1) // 2, d), 1), dtype, device)
-        q_out, k_out = _pair(_call(fn, x, k, freqs_cis), ("xq", "xk"))
-        return [
-            Output("xq", setup(x, spec, case.positions, seq_axis=-3), q_out),
-            Output("xk", setup(k, spec, case.positions, seq_axis=-3), k_out),
-        ]
-    y = _array_like(_call(fn, x, freqs_cis), "x")
-    return [Output("x", setup(x, spec, case.positions, seq_axis=-3), y)]
+        k = _array(_values(case, _x_shape(case, (h + 1) // 2, d, calling), 1), calling)
+        k_setup = setup(k, spec, grid, seq_axis=axis)
+        result = _call(fn, calling, spec, x, k, freqs_cis)
+        q_out, k_out = (x, k) if calling.in_place else _pair(result, ("xq", "xk"))
+        return [Output("xq", x_setup, q_out), Output("xk", k_setup, k_out)]
+    y = _call(fn, calling, spec, x, freqs_cis)
+    return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]

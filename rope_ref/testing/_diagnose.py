@@ -17,10 +17,12 @@ from rope_ref._frequencies import attention_factor, inv_freq
 from rope_ref._typing import Layout
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
+from rope_ref.testing._diagnose_variants import partly_right_pairs, ranges, scaling, sections
 from rope_ref.testing._explain import (
     CAUSES,
     Diagnosis,
     explains,
+    failing_pairs,
     fmt,
     pair_angles,
     rotary_mask,
@@ -36,16 +38,20 @@ def diagnose(c: Comparison) -> Diagnosis:
     """Return the first explanation of the mismatch in `c` (``"unknown"`` if none fits)."""
     checks: tuple[Callable[[Comparison], Diagnosis | None], ...] = (
         _non_finite,
+        _zeros,
         _direction_or_layout,
         _offset,
         _positions_pattern,
+        sections,
         _identity_beyond,
         _rotary_range,
         _scale,
+        scaling,
         rounded_inputs,
         frequencies,
         angle_precision,
         _position_range,
+        partly_right_pairs,
     )
     for check in checks:
         try:
@@ -69,6 +75,18 @@ def _non_finite(c: Comparison) -> Diagnosis | None:
         "non-finite",
         f"{int(np.sum(bad))} element(s) of the result are NaN or infinite "
         "(overflow, a division by zero, or uninitialised memory such as an unwritten output).",
+    )
+
+
+def _zeros(c: Comparison) -> Diagnosis | None:
+    failed = c.failed
+    if not np.any(failed) or np.any(c.actual[failed] != 0.0):
+        return None
+    return Diagnosis(
+        "zeros",
+        f"every mismatched element of the result is 0 ({int(np.sum(failed))} of them) where "
+        "the oracle is not: an output buffer left unwritten, or the input overwritten "
+        "(zeroed) and returned.",
     )
 
 
@@ -130,7 +148,7 @@ def _offset(c: Comparison) -> Diagnosis | None:
     if estimate is not None and estimate not in shifts:
         shifts.insert(0, estimate)
     for k in shifts:
-        if explains(c, s.oracle(grid=s.grid + k)):
+        if explains(c, s.oracle(grid=s.grid + k), grid=s.grid + k):
             hint = " (off by one)" if abs(k) == 1 else ""
             return Diagnosis(
                 "offset",
@@ -228,7 +246,8 @@ def _rotary_range(c: Comparison) -> Diagnosis | None:
                         f"{spec.rotary_start}); partial rotary was ignored or misplaced.",
                     )
     outside = changed & ~rotary_mask(spec)
-    if np.any(outside):
+    inside_ok = not np.any(c.failed[..., rotary_mask(spec)])
+    if np.any(outside) and inside_ok:  # the rotated features are right: that is all
         return Diagnosis(
             "rotary_dim",
             f"features {np.flatnonzero(outside).tolist()[:8]} changed although the spec "
@@ -288,22 +307,37 @@ def _position_range(c: Comparison) -> Diagnosis | None:
                 f"positions up to {fmt(last_good)} are correct; larger positions {how} "
                 "(a cos/sin cache shorter than the positions).",
             )
-    return Diagnosis(
-        "position_range",
-        f"positions up to {fmt(last_good)} are correct and every position from "
-        f"{fmt(first_bad)} on is wrong: a table or cache limit, or an overflow, between them.",
-    )
+    return None
+
+
+def _span(grid: np.ndarray) -> str:
+    """``a to b`` per position axis (``(t, h, w)`` ranges for a multi-axis grid)."""
+    if grid.ndim == 1:
+        return f"{fmt(float(np.min(grid)))} to {fmt(float(np.max(grid)))}"
+    return ", ".join(f"axis {a}: {_span(grid[:, a])}" for a in range(grid.shape[-1]))
 
 
 def _unknown_message(c: Comparison) -> str:
     s = c.setup
     rows = row_failed(c)
-    p = row_p(s)
+    multi = s.spec.sections is not None
+    grid = s.grid.reshape(-1, s.grid.shape[-1]) if multi else s.grid.reshape(-1)
+    flat = rows.reshape(-1)
     parts = ["no single known cause explains the mismatch"]
-    if np.any(rows) and np.any(~rows):
+    if np.any(flat) and np.any(~flat):
         parts.append(
-            f"failing rows sit at positions {fmt(float(np.min(p[rows])))} to "
-            f"{fmt(float(np.max(p[rows])))}, passing rows at "
-            f"{fmt(float(np.min(p[~rows])))} to {fmt(float(np.max(p[~rows])))}"
+            f"failing rows sit at positions {_span(grid[flat])}; passing rows at "
+            f"{_span(grid[~flat])}"
         )
+    pairs = _failing_pairs(c)
+    if pairs is not None:
+        parts.append(f"only pairs {pairs} differ")
     return "; ".join(parts) + "."
+
+
+def _failing_pairs(c: Comparison) -> str | None:
+    """The failing pairs when only some fail, as ranges."""
+    bad = failing_pairs(c) if c.setup.spec.n_pairs else np.zeros(0, dtype=bool)
+    if not np.any(bad) or np.all(bad):
+        return None
+    return f"{ranges(np.flatnonzero(bad).tolist())} (of {c.setup.spec.n_pairs})"

@@ -18,6 +18,7 @@ __all__ = [
     "COMMON_BASES",
     "Diagnosis",
     "explains",
+    "failing_pairs",
     "fmt",
     "oracle_with_freqs",
     "pair_angles",
@@ -30,6 +31,7 @@ __all__ = [
 #: Every cause `diagnose` can name, with what it means.
 CAUSES: dict[str, str] = {
     "non-finite": "NaN or infinity in the result",
+    "zeros": "the result is zero where it must not be (input overwritten or output unwritten)",
     "direction": "rotation direction/sign (sin negated: the inverse rotation)",
     "layout": "pairing layout (half vs interleaved)",
     "offset": "position offset (positions shifted by a constant)",
@@ -38,6 +40,8 @@ CAUSES: dict[str, str] = {
     "rotary_dim": "wrong rotated features (rotary_dim / rotary_start)",
     "attention_factor": "attention factor (scale of cos/sin) missing, doubled or wrong",
     "precision": "angle precision (positions, angles or cos/sin in a low precision)",
+    "scaling": "wrong or missing scaling rule (family, factor or original context length)",
+    "sections": "multi-axis (M-RoPE) mistake: sections, section order, axis order, 1-D",
     "frequencies": "wrong frequencies (base, exponent or rotary_dim in the exponent)",
     "position_range": "wrong beyond a position range (table wrap-around or clamping)",
     "unknown": "no single known cause explains the mismatch",
@@ -71,16 +75,23 @@ def explains(
     *,
     tol: F64 | None = None,
     spec: RopeSpec | None = None,
+    grid: F64 | None = None,
     slack: float = 2.0,
 ) -> bool:
     """Whether the result equals `alt` within `slack` times the tolerance.
 
-    With `spec`, the tolerance is the model's for that spec (other features rotate).
+    With `spec` or `grid`, the tolerance is the model's for that spec or those positions
+    (other features rotate, other angles are larger): an alternative is judged by its own
+    error model, never by the one of the angles it replaces.
     """
     if tol is None:
         tol = c.tolerance
-        if spec is not None and c.model is not None:
-            alt_setup = dataclasses.replace(c.setup, spec=spec)
+        if (spec is not None or grid is not None) and c.model is not None:
+            alt_setup = dataclasses.replace(
+                c.setup,
+                spec=c.setup.spec if spec is None else spec,
+                grid=c.setup.grid if grid is None else grid,
+            )
             tol = tolerance(alt_setup, alt, c.model, c.model.eps)
     return bool(np.all(np.abs(c.actual - alt) <= slack * tol))
 
@@ -89,6 +100,18 @@ def rotary_mask(spec: RopeSpec) -> np.ndarray:
     mask = np.zeros(spec.head_dim, dtype=bool)
     mask[spec.rotary_start : spec.rotary_stop] = True
     return mask
+
+
+def failing_pairs(c: Comparison) -> np.ndarray:
+    """Mask over the pairs: whether any element of the pair fails anywhere."""
+    spec = c.setup.spec
+    width = spec.rotary_stop - spec.rotary_start
+    sl = c.failed[..., spec.rotary_start : spec.rotary_stop].reshape(-1, width)
+    per_feature = np.any(sl, axis=0)
+    n = spec.n_pairs
+    if spec.layout == "half":
+        return np.asarray(per_feature[:n] | per_feature[n:])
+    return np.asarray(per_feature[0::2] | per_feature[1::2])
 
 
 def row_failed(c: Comparison) -> np.ndarray:

@@ -7,8 +7,10 @@ from typing import Any
 from rope_ref._api import apply_rope, apply_rope_qk
 from rope_ref._frequencies import rope_angles, rope_cos_sin
 from rope_ref._spec import RopeSpec
+from rope_ref._typing import Role
 from rope_ref.testing._assert import assert_rope_close
 from rope_ref.testing._diagnose import Diagnosis
+from rope_ref.testing._report import rope_report
 from rope_ref.testing._tolerance import rope_atol
 
 __all__ = ["RopeOracle"]
@@ -18,7 +20,8 @@ class RopeOracle:
     """rope_ref's reference functions in one object, for tests that take a fixture.
 
     The ``rope_oracle`` fixture of the pytest plugin returns one. Every method is the
-    rope_ref function of the same meaning; `assert_close` is `assert_rope_close`.
+    rope_ref function of the same meaning; `assert_close` is `assert_rope_close` and
+    `report` is `rope_report`.
 
     Examples
     --------
@@ -28,7 +31,8 @@ class RopeOracle:
     >>> oracle = RopeOracle()
     >>> spec = rr.RopeSpec(head_dim=4)
     >>> x = np.ones((3, 4))
-    >>> oracle.assert_close(oracle.apply(x, spec), x, spec)
+    >>> oracle.assert_close(oracle.apply(x, spec), x, spec).ok
+    True
     >>> oracle.diagnose(oracle.apply(x, spec, offset=1), x, spec).cause
     'offset'
     """
@@ -39,6 +43,7 @@ class RopeOracle:
     cos_sin = staticmethod(rope_cos_sin)
     assert_close = staticmethod(assert_rope_close)
     atol = staticmethod(rope_atol)
+    report = staticmethod(rope_report)
 
     @staticmethod
     def diagnose(
@@ -50,12 +55,24 @@ class RopeOracle:
         offset: float = 0,
         seq_axis: int = -2,
         inverse: bool = False,
+        seq_len: float | None = None,
+        role: Role | None = None,
+        angle_dtype: object = None,
     ) -> Diagnosis | None:
         """`rope_ref.testing.diagnose`."""
         from rope_ref.testing import diagnose as public_diagnose
 
         return public_diagnose(
-            actual, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse
+            actual,
+            x,
+            spec,
+            positions,
+            offset=offset,
+            seq_axis=seq_axis,
+            inverse=inverse,
+            seq_len=seq_len,
+            role=role,
+            angle_dtype=angle_dtype,
         )
 
     def __repr__(self) -> str:

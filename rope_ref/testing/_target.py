@@ -57,7 +57,7 @@ def _import(module_name: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except Exception as err:
+        except (Exception, SystemExit) as err:  # an exit at import is a failure too
             raise TargetError(err) from err
         return module
     cwd = os.getcwd()
@@ -71,7 +71,7 @@ def _import(module_name: str) -> Any:
             msg = f"cannot import module {module_name!r}: {err}."
             raise UsageError(msg) from None
         raise TargetError(err) from err
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # an exit at import is a failure too
         raise TargetError(err) from err
     finally:
         if added:

@@ -205,7 +205,10 @@ def _host(a: Any) -> Any:
 def host64(a: Any) -> NDArray[np.float64]:
     """Any array (torch bfloat16 included) as a float64 NumPy array on the host."""
     from rope_ref._compat import is_array
+    from rope_ref._foreign import host_array, is_mlx_array
 
+    if is_mlx_array(a):
+        return np.asarray(host_array(a), dtype=np.float64)
     if is_array(a) and "torch" in type(a).__module__:
         import torch
 

@@ -41,9 +41,15 @@ import numpy as np
 
 from rope_ref._compat import array_namespace, host_namespace
 from rope_ref._spec import RopeSpec
-from rope_ref._typing import LAYOUTS
+from rope_ref.testing._strategy_specs import (
+    check_bool,
+    check_int,
+    check_strategy,
+    rope_specs,
+    scaling_rules,
+)
 
-__all__ = ["RopeCase", "positions", "rope_cases", "rope_specs"]
+__all__ = ["RopeCase", "positions", "rope_cases", "rope_specs", "scaling_rules"]
 
 #: Integers where 16- and 32-bit floats stop being exact: bfloat16, float16, float32.
 EDGE_POWERS = (8, 11, 24)
@@ -52,119 +58,39 @@ _DEFAULT_MAX_POSITION = 2**24 + 2
 
 @dataclass(frozen=True)
 class RopeCase:
-    """One drawn test case: queries or keys `x`, the `spec` and the `positions`.
+    """One drawn test case: queries or keys `x`, the `spec`, the `positions` and `offset`.
 
-    `x` has shape ``(batch, heads, seq, head_dim)`` (tokens on axis -2); `positions` is
-    ``(seq,)`` or, for per-row positions, ``(batch, 1, seq)``; both are arrays of the
-    requested namespace (positions int64).
+    `x` has shape ``(batch, heads, seq, head_dim)`` (``seq_axis`` -2) or ``(batch, seq,
+    heads, head_dim)`` (``seq_axis`` -3). `positions` is ``(seq,)``, per batch row
+    (HF ``position_ids``: ``(batch, seq)`` for the second order, ``(batch, 1, seq)`` for
+    the first, where a bare ``(batch, seq)`` could be read two ways), or None for the
+    offset mode, where the
+    positions are ``offset + arange(seq)``; a multi-axis spec adds a trailing axis of
+    length ``len(spec.sections)``. Arrays are of the requested namespace (positions int64).
+    Every case is checked with
+    ``apply_rope(case.x, case.spec, case.positions, offset=case.offset,
+    seq_axis=case.seq_axis)``.
     """
 
     x: Any
     spec: RopeSpec
     positions: Any
+    offset: int = 0
+    seq_axis: int = -2
 
     def __repr__(self) -> str:
         shape = tuple(self.x.shape)
-        p = np.asarray(_to_host(self.positions)).tolist()
-        return f"RopeCase(spec={self.spec!r}, x=<{self.x.dtype} {shape}>, positions={p})"
+        p = None if self.positions is None else np.asarray(_to_host(self.positions)).tolist()
+        return (
+            f"RopeCase(spec={self.spec!r}, x=<{self.x.dtype} {shape}>, positions={p}, "
+            f"offset={self.offset}, seq_axis={self.seq_axis})"
+        )
 
 
 def _to_host(a: Any) -> Any:
     from rope_ref._compat import to_numpy
 
     return to_numpy(a)
-
-
-def _check_strategy(name: str, value: object) -> None:
-    if value is not None and not isinstance(value, st.SearchStrategy):
-        msg = f"`{name}` must be a Hypothesis strategy or None; got {value!r}."
-        raise InvalidArgument(msg)
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        msg = f"`{name}` must be True or False; got {value!r}."
-        raise InvalidArgument(msg)
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        msg = f"`{name}` must be an integer >= {minimum}; got {value!r}."
-        raise InvalidArgument(msg)
-    return int(value)
-
-
-def rope_specs(
-    *,
-    head_dims: st.SearchStrategy[int] | None = None,
-    layouts: st.SearchStrategy[str] | None = None,
-    bases: st.SearchStrategy[float] | None = None,
-    partial: bool = True,
-) -> st.SearchStrategy[RopeSpec]:
-    """Valid `rope_ref.RopeSpec` values.
-
-    Parameters
-    ----------
-    head_dims : strategy of int, optional
-        Default: common sizes (2 to 128, 64, 128) and any size from 2 to 128.
-    layouts : strategy of str, optional
-        Default: ``"half"`` and ``"interleaved"``.
-    bases : strategy of float, optional
-        Default: 10000, 500000, 1e6 and any base from 1.5 to 1e7.
-    partial : bool, default True
-        Also draw ``rotary_dim < head_dim`` and ``rotary_start > 0`` (odd pair counts
-        arise either way). With False, the whole head rotates (even head dims only).
-
-    Examples
-    --------
-    >>> from hypothesis import given
-    >>> from rope_ref.testing.strategies import rope_specs
-    >>> @given(rope_specs(partial=False))
-    ... def test_full(spec):
-    ...     assert spec.rotary_dim == spec.head_dim
-    >>> test_full()
-    """
-    for name, value in (("head_dims", head_dims), ("layouts", layouts), ("bases", bases)):
-        _check_strategy(name, value)
-    _check_bool("partial", partial)
-    if head_dims is None:
-        head_dims = st.one_of(st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128))
-    if layouts is None:
-        layouts = st.sampled_from(LAYOUTS)
-    if bases is None:
-        bases = st.one_of(
-            st.sampled_from([10000.0, 500000.0, 1e6]),
-            st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
-        )
-    return _specs(head_dims, layouts, bases, partial)
-
-
-@st.composite
-def _specs(
-    draw: st.DrawFn,
-    head_dims: st.SearchStrategy[int],
-    layouts: st.SearchStrategy[Any],
-    bases: st.SearchStrategy[float],
-    partial: bool,
-) -> RopeSpec:
-    head_dim = draw(head_dims)
-    if head_dim < 2:
-        msg = f"`head_dims` must draw integers >= 2; got {head_dim!r}."
-        raise InvalidArgument(msg)
-    if partial:
-        start = draw(st.sampled_from([0, 0, 1, 2]).filter(lambda s: s + 2 <= head_dim))
-        room = head_dim - start
-        rotary_dim = draw(st.integers(1, room // 2)) * 2
-    else:
-        head_dim += head_dim % 2
-        start, rotary_dim = 0, head_dim
-    return RopeSpec(
-        head_dim,
-        rotary_dim=rotary_dim,
-        rotary_start=start,
-        base=draw(bases),
-        layout=draw(layouts),
-    )
 
 
 def _position_values(min_value: int, max_value: int) -> st.SearchStrategy[int]:
@@ -197,8 +123,8 @@ def positions(
     ...     assert p.shape == (5,) and p.dtype.name == "int64" and p.max() <= 300
     >>> test_bounds()
     """
-    lo = _check_int("min_value", min_value, -(2**62))
-    hi = _check_int("max_value", max_value, -(2**62))
+    lo = check_int("min_value", min_value, -(2**62))
+    hi = check_int("max_value", max_value, -(2**62))
     if hi < lo:
         msg = f"`max_value` must be at least min_value = {lo}; got {hi}."
         raise InvalidArgument(msg)
@@ -216,6 +142,8 @@ def rope_cases(
     min_position: int = 0,
     max_position: int = _DEFAULT_MAX_POSITION,
     per_row_positions: bool = True,
+    axes: Sequence[str] = ("bhsd",),
+    position_modes: Sequence[str] | None = None,
 ) -> st.SearchStrategy[RopeCase]:
     """Whole RoPE test cases: `RopeCase` values with ``.x``, ``.spec`` and ``.positions``.
 
@@ -236,8 +164,16 @@ def rope_cases(
     min_position, max_position : int
         Bounds of the positions (defaults 0 and :math:`2^{24} + 2`).
     per_row_positions : bool, default True
-        Also draw positions of shape ``(batch, 1, seq)``: a different position row per
-        batch row (left padding, packed sequences).
+        Also draw per-row positions (the ``"rows"`` mode) when `position_modes` is not
+        given.
+    axes : sequence of {"bhsd", "bshd"}, default ("bhsd",)
+        Axis orders of x to draw: ``(batch, heads, seq, dim)`` (HF, MLX) and ``(batch, seq,
+        heads, dim)`` (torchtune, flash-attn, Meta); `RopeCase.seq_axis` says which.
+    position_modes : sequence of {"shared", "rows", "offset"}, optional
+        ``"shared"``: one ``(seq,)`` row; ``"rows"``: ``(batch, seq)`` ids;
+        ``"offset"``: no positions, ``offset + arange(seq)`` (MLX, torchtune's
+        ``input_pos=None`` after a cache, KV-cache decoding). Default: shared and rows
+        (shared only with ``per_row_positions=False``).
 
     Examples
     --------
@@ -262,26 +198,41 @@ def rope_cases(
             msg = f"`dtypes` must be a non-empty sequence of dtypes or a strategy; got {dtypes!r}."
             raise InvalidArgument(msg)
         dtype_strategy = st.sampled_from([_resolve_dtype(namespace, d) for d in dtypes])
-    _check_strategy("specs", specs)
-    _check_bool("per_row_positions", per_row_positions)
+    check_strategy("specs", specs)
+    check_bool("per_row_positions", per_row_positions)
     sizes = (
-        _check_int("max_batch", max_batch, 1),
-        _check_int("max_heads", max_heads, 1),
-        _check_int("max_seq", max_seq, 1),
+        check_int("max_batch", max_batch, 1),
+        check_int("max_heads", max_heads, 1),
+        check_int("max_seq", max_seq, 1),
     )
-    lo = _check_int("min_position", min_position, -(2**62))
-    hi = _check_int("max_position", max_position, -(2**62))
+    lo = check_int("min_position", min_position, -(2**62))
+    hi = check_int("max_position", max_position, -(2**62))
     if hi < lo:
         msg = f"`max_position` must be at least min_position = {lo}; got {hi}."
         raise InvalidArgument(msg)
+    if position_modes is None:
+        position_modes = ("shared", "rows") if per_row_positions else ("shared",)
+    modes = _check_choices("position_modes", position_modes, ("shared", "rows", "offset"))
+    orders = _check_choices("axes", axes, ("bhsd", "bshd"))
     return _cases(
         namespace,
         dtype_strategy,
         rope_specs() if specs is None else specs,
         sizes,
         (lo, hi),
-        per_row_positions,
+        (modes, orders),
     )
+
+
+def _check_choices(name: str, values: object, choices: tuple[str, ...]) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        msg = f"`{name}` must be a non-empty sequence of {list(choices)}; got {values!r}."
+        raise InvalidArgument(msg)
+    for value in values:
+        if value not in choices:
+            msg = f"`{name}` must hold only {list(choices)}; got {value!r}."
+            raise InvalidArgument(msg)
+    return tuple(values)
 
 
 def _resolve_dtype(xp: ModuleType, dtype: Any) -> Any:
@@ -302,18 +253,32 @@ def _cases(
     specs: st.SearchStrategy[RopeSpec],
     sizes: tuple[int, int, int],
     bounds: tuple[int, int],
-    per_row: bool,
+    modes_and_orders: tuple[tuple[str, ...], tuple[str, ...]],
 ) -> RopeCase:
+    modes, orders = modes_and_orders
     dtype = _resolve_dtype(xp, draw(dtypes))
     spec = draw(specs)
     batch, heads, seq = (draw(st.integers(1, n)) for n in sizes)
-    p_shape = (batch, 1, seq) if per_row and draw(st.booleans()) else (seq,)
-    p = draw(positions(p_shape, min_value=bounds[0], max_value=bounds[1]))
+    order = draw(st.sampled_from(orders))
+    mode = draw(st.sampled_from(modes))
+    trailing = () if spec.sections is None else (len(spec.sections),)
     seed = draw(st.integers(0, 2**32 - 1))
-    host = np.random.default_rng(seed).uniform(-1.0, 1.0, (batch, heads, seq, spec.head_dim))
+    shape = (batch, heads, seq) if order == "bhsd" else (batch, seq, heads)
+    host = np.random.default_rng(seed).uniform(-1.0, 1.0, (*shape, spec.head_dim))
     x = xp.asarray(host.astype(np.float32) if _is_low(dtype) else host)
     x = array_namespace(x).astype(x, dtype)
-    return RopeCase(x=x, spec=spec, positions=xp.asarray(p))
+    seq_axis = -2 if order == "bhsd" else -3
+    if mode == "offset" and not trailing:
+        start = draw(
+            positions((), min_value=bounds[0], max_value=max(bounds[1] - seq + 1, bounds[0]))
+        )
+        return RopeCase(x=x, spec=spec, positions=None, offset=int(start), seq_axis=seq_axis)
+    if mode == "rows":  # (batch, seq) ids; (batch, 1, seq) when seq is the last axis
+        p_shape: tuple[int, ...] = (batch, 1, seq) if order == "bhsd" else (batch, seq)
+    else:
+        p_shape = (seq,)
+    p = draw(positions((*p_shape, *trailing), min_value=bounds[0], max_value=bounds[1]))
+    return RopeCase(x=x, spec=spec, positions=xp.asarray(p), seq_axis=seq_axis)
 
 
 def _is_low(dtype: Any) -> bool:

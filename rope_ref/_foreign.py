@@ -1,0 +1,67 @@
+"""Arrays of frameworks outside the array API: MLX (``mlx.core.array``).
+
+MLX arrays announce ``__array_namespace__`` but ``mlx.core`` is not an array-API namespace
+(no ``device`` attribute, no ``isdtype``), and NumPy cannot read their bfloat16 buffers.
+`accepts_foreign_arrays` lets `rope_ref.apply_rope` take them: the inputs are read on the
+host (bfloat16 through float32, exactly), the oracle runs in NumPy, and the result comes
+back as an MLX array of the input's dtype (rounded once; bfloat16 through float32).
+`host_array` reads one for the testing kit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+
+__all__ = ["accepts_foreign_arrays", "host_array", "is_mlx_array"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def is_mlx_array(obj: object) -> bool:
+    """Whether `obj` is an ``mlx.core.array`` (checked without importing MLX)."""
+    kind = type(obj)
+    return kind.__name__ == "array" and kind.__module__.startswith("mlx")
+
+
+def host_array(a: Any) -> np.ndarray:
+    """An MLX array as a NumPy array: float16/float32 as they are, bfloat16 as float32."""
+    if "bfloat16" in str(a.dtype):
+        import mlx.core as mx
+
+        a = a.astype(mx.float32)  # exact: every bfloat16 is a float32
+    return np.array(a, copy=True)
+
+
+def _to_mlx(result: Any, like: Any) -> Any:
+    import mlx.core as mx
+
+    if isinstance(result, tuple):
+        return tuple(_to_mlx(r, like) for r in result)
+    return mx.array(np.asarray(result)).astype(like.dtype)
+
+
+def accepts_foreign_arrays(fn: Callable[P, R]) -> Callable[P, R]:
+    """Let `fn` (whose array arguments come first) take MLX arrays: in NumPy, out as MLX.
+
+    Positional MLX arguments (x, and q/k or positions) are read on the host; ``out=`` has
+    no MLX form (MLX arrays are immutable) and raises TypeError. Other inputs pass through.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not args or not is_mlx_array(args[0]):
+            return fn(*args, **kwargs)
+        if kwargs.get("out") is not None:
+            msg = "`out` must be None for MLX arrays (they are immutable); got an array."
+            raise TypeError(msg)
+        host = [host_array(a) if is_mlx_array(a) else a for a in args]
+        moved = {k: host_array(v) if is_mlx_array(v) else v for k, v in kwargs.items()}
+        result = fn(*host, **moved)  # type: ignore[arg-type]
+        return _to_mlx(result, args[0])  # type: ignore[no-any-return]
+
+    return wrapper

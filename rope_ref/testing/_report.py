@@ -1,0 +1,194 @@
+"""How close a result is to the oracle, as a value: `RopeReport`, `rope_report`.
+
+The report carries the largest error, its share of the tolerance, the worst element, the
+measured angle-precision class and, for a mismatch, the diagnosis. The precision class is
+the tightest of three error models that the whole result fits: angles exact to float64
+("float64-grade"), angles built in float32 as HF and most kernels do ("float32-grade"),
+or neither ("coarser than float32"); `max_angle_error` is the largest angle error seen on
+pairs whose norm is at least a tenth of the largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import Role
+from rope_ref.testing._compare import Comparison, compare, setup, tolerance
+from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._explain import pair_angles, wrap
+from rope_ref.testing._tolerance import EPS, ErrorModel
+
+__all__ = ["PRECISION_CLASSES", "RopeReport", "precision_class", "report_of", "rope_report"]
+
+#: The angle-precision classes, tightest first.
+PRECISION_CLASSES = ("float64-grade", "float32-grade", "coarser than float32")
+
+
+@dataclass(frozen=True)
+class RopeReport:
+    """How a RoPE result compares with the oracle (see `rope_report`).
+
+    Attributes
+    ----------
+    ok : bool
+        Every element within the tolerance.
+    max_error : float
+        Largest absolute error.
+    max_ratio : float
+        Largest error as a share of its element's tolerance (``<= 1`` when `ok`).
+    worst_index : tuple of int
+        Index of the element with the largest share of its tolerance.
+    worst : str
+        That element described: position, pair, angle, values.
+    precision : str
+        Angle-precision class, one of `PRECISION_CLASSES`.
+    max_angle_error : float
+        Largest angle error (radians) of a pair of sizeable norm.
+    model : str
+        The error model (or explicit tolerance) used.
+    diagnosis : Diagnosis or None
+        The likely cause of a mismatch; None when `ok`.
+    """
+
+    ok: bool
+    max_error: float
+    max_ratio: float
+    worst_index: tuple[int, ...]
+    worst: str
+    precision: str
+    max_angle_error: float
+    model: str
+    diagnosis: Diagnosis | None = None
+
+    def summary(self) -> str:
+        """One line: verdict, error, share of the tolerance, precision class."""
+        verdict = "conformant" if self.ok else "NOT conformant"
+        return (
+            f"{verdict}: max |error| {self.max_error:.3g} = {self.max_ratio:.3g} of the "
+            f"tolerance; angles {self.precision} (max angle error {self.max_angle_error:.2g} "
+            "rad)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<RopeReport {self.summary()}>"
+
+    def __str__(self) -> str:
+        lines = [self.summary(), f"  worst element: {self.worst}", f"  tolerance: {self.model}"]
+        if self.diagnosis is not None:
+            lines.append(f"  likely cause: {self.diagnosis}")
+        return "\n".join(lines)
+
+
+def max_angle_error(c: Comparison) -> float:
+    """Largest |angle error| over pairs whose input norm is >= 0.1 x the largest."""
+    spec = c.setup.spec
+    if spec.n_pairs == 0 or c.error.size == 0:
+        return 0.0
+    got, norm = pair_angles(c.setup, c.actual)
+    want, _ = pair_angles(c.setup, c.expected)
+    sizeable = norm >= 0.1 * float(np.max(norm, initial=0.0))
+    err = np.abs(wrap(got - want))[sizeable & np.isfinite(got)]
+    return float(np.max(err, initial=0.0))
+
+
+def precision_class(c: Comparison) -> str:
+    """The tightest angle-precision class whose error model the whole result fits."""
+    storage = c.model.eps if c.model is not None else EPS[c.setup.dtype]
+    roundings = c.model.roundings if c.model is not None else 4.0
+    for name, angle in zip(PRECISION_CLASSES[:2], ("float64", "float32"), strict=True):
+        model = ErrorModel(eps=storage, angle_eps=EPS[angle], roundings=roundings)
+        if bool(np.all(c.error <= tolerance(c.setup, c.expected, model, storage))):
+            return name
+    return PRECISION_CLASSES[2]
+
+
+def _model_text(c: Comparison) -> str:
+    if c.model is None:
+        return "explicit tolerance: |error| <= atol + rtol * |expected|"
+    return f"error model ({c.setup.dtype}): {c.model.describe()}"
+
+
+def report_of(c: Comparison) -> RopeReport:
+    """The report of a comparison (diagnosed when it fails)."""
+    from rope_ref.testing._assert import describe_worst
+
+    ratio = c.ratio
+    return RopeReport(
+        ok=c.ok,
+        max_error=float(np.max(c.error, initial=0.0)),
+        max_ratio=float(np.max(ratio, initial=0.0)),
+        worst_index=c.worst,
+        worst=describe_worst(c),
+        precision=precision_class(c),
+        max_angle_error=max_angle_error(c),
+        model=_model_text(c),
+        diagnosis=None if c.ok else diagnose(c),
+    )
+
+
+def rope_report(
+    actual: Any,
+    x: Any,
+    spec: RopeSpec,
+    positions: Any = None,
+    *,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    rtol: float | None = None,
+    atol: float | None = None,
+    seq_len: float | None = None,
+    role: Role | None = None,
+    angle_dtype: object = None,
+) -> RopeReport:
+    """Compare a RoPE result with the oracle and report how close it is.
+
+    Parameters are those of `assert_rope_close`, which raises where this returns.
+
+    Returns
+    -------
+    RopeReport
+        ``ok``, the largest error and its share of the tolerance, the worst element, the
+        angle-precision class and largest angle error, and the diagnosis of a mismatch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rope_ref as rr
+    >>> from rope_ref.testing import rope_report
+    >>> spec = rr.RopeSpec(head_dim=64)
+    >>> x = np.random.default_rng(0).standard_normal((1, 4, 64)).astype(np.float32)
+    >>> p = np.array([0, 1, 2, 10**6])
+    >>> rope_report(rr.apply_rope(x, spec, p), x, spec, p).precision
+    'float64-grade'
+    >>> inv32 = rr.inv_freq(spec).astype(np.float32)              # HF's float32 recipe
+    >>> angles = (p.astype(np.float32)[:, None] * inv32).astype(np.float64)
+    >>> cos, sin = np.cos(angles), np.sin(angles)
+    >>> a, b = x[..., :32], x[..., 32:]
+    >>> mine = np.concatenate([a * cos - b * sin, b * cos + a * sin], -1).astype(np.float32)
+    >>> report = rope_report(mine, x, spec, p)
+    >>> report.ok, report.precision
+    (True, 'float32-grade')
+    >>> strict = rope_report(mine, x, spec, p, angle_dtype="float64")
+    >>> strict.ok, strict.diagnosis.cause
+    (False, 'precision')
+    """
+    s = setup(
+        x,
+        spec,
+        positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        role=role,
+    )
+    if tuple(getattr(actual, "shape", ())) != s.x.shape:
+        got = getattr(actual, "shape", None)
+        msg = f"`actual` must have the shape of `x` {s.x.shape}; got {got}."
+        raise ValueError(msg)
+    return report_of(compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype))

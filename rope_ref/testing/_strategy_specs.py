@@ -1,0 +1,229 @@
+"""Hypothesis strategies for `RopeSpec` values and scaling rules (see `strategies`).
+
+Imported only through `rope_ref.testing.strategies`, which checks that Hypothesis is
+installed first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from rope_ref._spec import RopeSpec
+from rope_ref._typing import LAYOUTS
+
+__all__ = ["check_bool", "check_int", "check_strategy", "rope_specs", "scaling_rules"]
+
+
+def check_strategy(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, st.SearchStrategy):
+        msg = f"`{name}` must be a Hypothesis strategy or None; got {value!r}."
+        raise InvalidArgument(msg)
+
+
+def check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        msg = f"`{name}` must be True or False; got {value!r}."
+        raise InvalidArgument(msg)
+
+
+def check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        msg = f"`{name}` must be an integer >= {minimum}; got {value!r}."
+        raise InvalidArgument(msg)
+    return int(value)
+
+
+def rope_specs(
+    *,
+    head_dims: st.SearchStrategy[int] | None = None,
+    layouts: st.SearchStrategy[str] | None = None,
+    bases: st.SearchStrategy[float] | None = None,
+    partial: bool = True,
+    nonzero_start: bool = True,
+    scalings: st.SearchStrategy[Any] | None = None,
+    sections: bool = False,
+) -> st.SearchStrategy[RopeSpec]:
+    """Valid `rope_ref.RopeSpec` values.
+
+    Parameters
+    ----------
+    head_dims : strategy of int, optional
+        Default: common sizes (2 to 128, 64, 128) and any size from 2 to 128.
+    layouts : strategy of str, optional
+        Default: ``"half"`` and ``"interleaved"``.
+    bases : strategy of float, optional
+        Default: 10000, 500000, 1e6 and any base from 1.5 to 1e7.
+    partial : bool, default True
+        Also draw ``rotary_dim < head_dim`` and ``rotary_start > 0`` (odd pair counts
+        arise either way). With False, the whole head rotates (even head dims only).
+    nonzero_start : bool, default True
+        With False, ``rotary_start`` is always 0: the rotated slice starts at the first
+        feature, as in HF, vLLM, torchtune and MLX.
+    scalings : strategy, optional
+        Scaling rules (or None) to draw, e.g. `scaling_rules`; called with the drawn
+        number of pairs when it is a function of it. Default: no scaling.
+    sections : bool, default False
+        Draw multi-axis (M-RoPE) specs: 2 to 4 sections of the pairs, chunked or
+        interleaved (positions then carry a trailing axis).
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from rope_ref.testing.strategies import rope_specs
+    >>> @given(rope_specs(partial=False))
+    ... def test_full(spec):
+    ...     assert spec.rotary_dim == spec.head_dim
+    >>> test_full()
+    """
+    for name, value in (
+        ("head_dims", head_dims),
+        ("layouts", layouts),
+        ("bases", bases),
+        ("scalings", scalings),
+    ):
+        check_strategy(name, value)
+    for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
+        check_bool(name, flag)
+    check_bool("sections", sections)
+    if head_dims is None:
+        head_dims = st.one_of(st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128))
+    if layouts is None:
+        layouts = st.sampled_from(LAYOUTS)
+    if bases is None:
+        bases = st.one_of(
+            st.sampled_from([10000.0, 500000.0, 1e6]),
+            st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
+        )
+    options = _SpecOptions(partial, nonzero_start, scalings, sections)
+    return _specs(head_dims, layouts, bases, options)
+
+
+@dataclass(frozen=True)
+class _SpecOptions:
+    partial: bool
+    nonzero_start: bool
+    scalings: st.SearchStrategy[Any] | None
+    sections: bool
+
+
+@st.composite
+def _specs(
+    draw: st.DrawFn,
+    head_dims: st.SearchStrategy[int],
+    layouts: st.SearchStrategy[Any],
+    bases: st.SearchStrategy[float],
+    options: _SpecOptions,
+) -> RopeSpec:
+    head_dim = draw(head_dims)
+    if head_dim < 2:
+        msg = f"`head_dims` must draw integers >= 2; got {head_dim!r}."
+        raise InvalidArgument(msg)
+    min_pairs = 2 if options.sections else 1  # two axes need two pairs at least
+    head_dim = max(head_dim, 2 * min_pairs)
+    if options.partial:
+        starts = [0, 0, 1, 2] if options.nonzero_start else [0]
+        start = draw(st.sampled_from(starts).filter(lambda s: s + 2 * min_pairs <= head_dim))
+        room = head_dim - start
+        rotary_dim = draw(st.integers(min_pairs, room // 2)) * 2
+    else:
+        head_dim += head_dim % 2
+        start, rotary_dim = 0, head_dim
+    n_pairs = rotary_dim // 2
+    scaling = None if options.scalings is None else draw(options.scalings)
+    if callable(scaling):  # a rule that needs the number of pairs (LongRoPE)
+        scaling = scaling(n_pairs)
+    multi: dict[str, Any] = {}
+    if options.sections:
+        multi = draw(_sections(n_pairs))
+    return RopeSpec(
+        head_dim,
+        rotary_dim=rotary_dim,
+        rotary_start=start,
+        base=draw(bases),
+        layout=draw(layouts),
+        scaling=scaling,
+        **multi,
+    )
+
+
+@st.composite
+def _sections(draw: st.DrawFn, n_pairs: int) -> dict[str, Any]:
+    n_axes = draw(st.integers(2, min(4, n_pairs)))
+    cuts = sorted(
+        draw(st.sets(st.integers(1, n_pairs - 1), min_size=n_axes - 1, max_size=n_axes - 1))
+    )
+    sizes = tuple(b - a for a, b in zip([0, *cuts], [*cuts, n_pairs], strict=True))
+    order = draw(st.sampled_from(["chunked", "interleaved"]))
+    fits = all(a + n_axes * (size - 1) < n_pairs for a, size in enumerate(sizes))
+    return {"sections": sizes, "section_order": order if fits else "chunked"}
+
+
+def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
+    """Scaling rules of every family (the seven of `rope_ref.scaling`).
+
+    Linear, NTKAware, DynamicNTK, YaRN (with and without ``truncate``), Llama3, LongRoPE
+    and Proportional. LongRoPE needs the number of pairs, so it is drawn as a function of
+    it; `rope_specs` (``scalings=scaling_rules()``) calls it with the spec's pair count.
+
+    Parameters
+    ----------
+    max_factor : float, default 64
+        Largest scaling factor drawn (factors start at 1).
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from rope_ref.testing.strategies import rope_specs, scaling_rules
+    >>> @given(rope_specs(scalings=scaling_rules()))
+    ... def test_scaled(spec):
+    ...     assert spec.scaling is not None
+    >>> test_scaled()
+    """
+    from rope_ref import scaling as rules
+
+    if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
+        msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
+        raise InvalidArgument(msg)
+    factors = st.one_of(
+        st.sampled_from([f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]),
+        st.floats(1.0, float(max_factor)),
+    )
+    lengths = st.sampled_from([2048, 4096, 8192, 32768])
+
+    @st.composite
+    def longrope(draw: st.DrawFn) -> Any:
+        original = draw(lengths)
+        seed = draw(st.integers(0, 2**32 - 1))
+
+        def build(n_pairs: int) -> Any:
+            rng = np.random.default_rng(seed)
+            short = rng.uniform(1.0, 4.0, n_pairs).tolist()
+            long = rng.uniform(1.0, 64.0, n_pairs).tolist()
+            return rules.LongRoPE(short, long, original_max_position=original)
+
+        return build
+
+    @st.composite
+    def llama3(draw: st.DrawFn) -> Any:
+        low = draw(st.floats(0.5, 2.0))
+        return rules.Llama3(
+            draw(factors),
+            original_max_position=draw(lengths),
+            low_freq_factor=low,
+            high_freq_factor=low + draw(st.floats(0.5, 6.0)),
+        )
+
+    return st.one_of(
+        st.builds(rules.Linear, factors),
+        st.builds(rules.NTKAware, factors),
+        st.builds(rules.DynamicNTK, factors, max_position=lengths),
+        st.builds(rules.YaRN, factors, original_max_position=lengths, truncate=st.booleans()),
+        llama3(),
+        longrope(),
+        st.builds(rules.Proportional, st.sampled_from([0.25, 0.5, 0.75, 1.0]), factors),
+    )
