@@ -12,9 +12,13 @@ from rope_ref import _reference
 from rope_ref._compat import (
     array_namespace,
     device,
+    dtype_name,
     has_float64,
     host_namespace,
     is_array,
+    is_cuda_array,
+    is_real_floating,
+    records_grad,
     to_numpy,
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
@@ -301,11 +305,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     xp = array_namespace(x, name=name)
-    try:
-        real_floating = xp.isdtype(x.dtype, "real floating")
-    except TypeError:  # a dtype the namespace does not know, e.g. ml_dtypes.bfloat16
-        real_floating = False
-    if not real_floating:
+    if not is_real_floating(xp, x.dtype):
         msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
         raise TypeError(msg)
     if x.ndim == 0:
@@ -545,12 +545,29 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
         return None
 
 
+#: The dtypes each kernel rotates; "auto" gives the reference anything else.
+_KERNEL_DTYPES = {
+    "numba": ("float16", "float32", "float64"),
+    "cupy": ("float16", "bfloat16", "float32", "float64"),
+}
+
+
 def _resolve_backend(backend: str, x: Array) -> str:
+    """The backend for `x`: `backend` itself unless "auto".
+
+    "auto" picks numba for NumPy arrays and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
+    a tensor that records gradients, never: the kernels are not differentiable); otherwise
+    the reference.
+    """
     if backend != "auto":
         return backend
-    available = available_backends()
-    if array_api_compat.is_numpy_array(x) and available["numba"] is None:
-        return "numba"
-    if array_api_compat.is_cupy_array(x) and available["cupy"] is None:
-        return "cupy"
+    if array_api_compat.is_numpy_array(x):
+        kernel = "numba"
+    elif is_cuda_array(x) and not records_grad(x):
+        kernel = "cupy"
+    else:
+        return "reference"
+    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and available_backends()[kernel] is None:
+        return kernel
     return "reference"
