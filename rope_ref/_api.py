@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Hashable
 from types import ModuleType
 
@@ -153,6 +155,13 @@ def apply_rope(
             )
             if result is not None:
                 return result
+    if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply(
+            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
+            seq_len=seq_len, out=out,
+        )  # fmt: skip
+        if result is not None:
+            return result
     xp = _check_x(x, "x")
     spec = _resolve_spec(spec, x)
     form = check_choice("form", form, FORMS)
@@ -242,6 +251,13 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
+    if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply_qk(
+            q, k, spec, positions, k_positions, offset=offset, seq_axis=seq_axis,
+            inverse=inverse, seq_len=seq_len,
+        )  # fmt: skip
+        if result is not None:
+            return result  # type: ignore[no-any-return]
     xp = _check_x(q, "q")
     if _check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
@@ -533,6 +549,16 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
         return None
     dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
     return dtype
+
+
+def _cuda_backend(backend: object) -> bool:
+    return type(backend) is str and backend in ("cupy", "auto")
+
+
+@functools.cache
+def _cuda_call() -> ModuleType:
+    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy)."""
+    return importlib.import_module("rope_ref.backends.cuda_call")
 
 
 def _numpy_kernel(backend: object, x: object) -> ModuleType | None:

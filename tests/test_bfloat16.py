@@ -119,7 +119,6 @@ def dtype_in(xp, name):
     if name == "bfloat16" and xp.__name__.split(".")[-1] in ("numpy", "cupy"):
         return BF16
     pytest.skip(f"{xp.__name__} has no {name}")
-    return None
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
