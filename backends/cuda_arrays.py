@@ -36,7 +36,15 @@ import numpy as np
 
 from .cuda_plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, describe_numpy, dtype_name
 
-__all__ = ["Arrays", "HostStandIn", "arrays_for", "kernel_source", "on_device", "stand_in"]
+__all__ = [
+    "Arrays",
+    "HostStandIn",
+    "arrays_for",
+    "kernel_source",
+    "on_device",
+    "serve",
+    "stand_in",
+]
 
 _PARAMS_STRUCT = np.dtype([("fields", np.int64, (len(PARAM_FIELDS),))])
 
@@ -70,8 +78,17 @@ class Arrays:
         return self.xp.empty(shape, dtype=like.dtype)
 
     def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
-        """A copy of `host` on `like`'s device, of `like`'s kind (for the table cache)."""
-        return self.xp.asarray(host)
+        """A copy of `host` on `like`'s device, of `like`'s kind (for the table cache).
+
+        The copy is complete on return, so that any stream may read it.
+        """
+        copy = self.xp.asarray(host)
+        self.xp.cuda.get_current_stream().synchronize()
+        return copy
+
+    def usable(self, a: Any) -> bool:
+        """Whether `a` is an array in CUDA memory that this adapter can serve."""
+        return True
 
     def stream(self, a: Any) -> Any:
         """The CuPy stream the work on `a` belongs to."""
@@ -122,7 +139,10 @@ class _TorchArrays(Arrays):
         return self.torch.empty(shape, dtype=like.dtype, device=like.device)
 
     def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
-        return self.torch.from_numpy(host).to(device=like.device)
+        return self.torch.from_numpy(host).to(device=like.device)  # synchronous from pageable
+
+    def usable(self, a: Any) -> bool:
+        return bool(a.is_cuda)
 
     def stream(self, a: Any) -> Any:
         ptr = self.torch.cuda.current_stream(a.device).cuda_stream
@@ -134,7 +154,9 @@ class _TorchArrays(Arrays):
         return found
 
     def launchable(self, a: Any) -> Any:
-        return self.xp.from_dlpack(a)  # zero-copy; the caller has made a's stream current
+        # Zero-copy, on a's stream (the caller made it CuPy's current stream); detach():
+        # DLPack refuses tensors that require grad (the caller checked none records any).
+        return self.xp.from_dlpack(a.detach())
 
 
 class _JaxArrays(Arrays):
@@ -152,6 +174,13 @@ class _JaxArrays(Arrays):
     def device(self, a: Any) -> int:
         (device,) = a.devices()
         return int(device.id)
+
+    def usable(self, a: Any) -> bool:
+        try:
+            devices = a.devices()
+        except Exception:  # a tracer: no buffer to share
+            return False
+        return len(devices) == 1 and next(iter(devices)).platform == "gpu"
 
     def launchable(self, a: Any) -> Any:
         return self.xp.from_dlpack(a)
@@ -244,6 +273,15 @@ def _cupy_installed() -> bool:
     return importlib.util.find_spec("cupy") is not None
 
 
+def serve(array_type: type, adapter: Arrays | None) -> None:
+    """Serve arrays of exactly `array_type` by `adapter` (None: by what serves them usually)."""
+    with _LOCK:
+        if adapter is None:
+            _BY_TYPE.pop(array_type, None)
+        else:
+            _BY_TYPE[array_type] = adapter
+
+
 @contextlib.contextmanager
 def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
     """Let NumPy arrays stand in for device arrays, served by `adapter`, inside the block.
@@ -259,12 +297,11 @@ def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
     """
     with _LOCK:
         before = _BY_TYPE.get(np.ndarray)
-        _BY_TYPE[np.ndarray] = adapter
+    serve(np.ndarray, adapter)
     try:
         yield adapter
     finally:
-        with _LOCK:
-            _BY_TYPE[np.ndarray] = before
+        serve(np.ndarray, before)
 
 
 def on_device(adapter: Arrays, device: int) -> contextlib.AbstractContextManager[Any]:

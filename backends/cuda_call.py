@@ -71,8 +71,8 @@ def apply(
     if arrays is None or (out is not None and type(out) is not type(x)):
         return None
     if arrays.kind == "jax":
-        if out is not None:
-            return None  # JAX arrays are immutable: the general path says so
+        if out is not None or not arrays.usable(x):
+            return None  # not on one GPU, or out= (JAX arrays are immutable)
         return _through_cupy(
             arrays, apply, x, spec, positions, offset=offset, seq_axis=seq_axis,
             inverse=inverse, seq_len=seq_len, out=None,
@@ -111,6 +111,8 @@ def apply_qk(
     if positions is None and k_positions is not None:
         return None
     if arrays.kind == "jax":
+        if not (arrays.usable(q) and arrays.usable(k)):
+            return None
         pair: tuple[Any, Any] | None = _through_cupy(
             arrays, apply_qk, q, k, spec, positions, k_positions, offset=offset,
             seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
@@ -134,7 +136,7 @@ def clear() -> None:
 def _through_cupy(arrays: Arrays, function: Any, *args: Any, **kwargs: Any) -> Any:
     """Run `function` on CuPy views of JAX arrays (DLPack), hand the results back to JAX."""
     kind = type(args[0])
-    converted = [arrays.launchable(a) if type(a) is kind else a for a in args]
+    converted = [arrays.launchable(a) if type(a) is kind and arrays.usable(a) else a for a in args]
     result = function(*converted, **kwargs)
     if result is None:
         return None

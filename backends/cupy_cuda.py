@@ -163,7 +163,7 @@ def _arrays(**named: Any) -> Arrays:
     """The adapter of the first array; TypeError unless all are CUDA arrays of its kind."""
     first_name, first = next(iter(named.items()))
     arrays = arrays_for(first)
-    if arrays is None or (arrays.kind == "torch" and not first.is_cuda):
+    if arrays is None or not arrays.usable(first):
         msg = (
             f"`{first_name}` must be a CUDA array (CuPy, PyTorch CUDA or JAX GPU) for "
             f"backend='cupy'; got {type(first).__name__}."
@@ -179,7 +179,7 @@ def _arrays(**named: Any) -> Arrays:
     for name, a in named.items():
         if a is None:
             continue
-        if type(a) is not type(first) or arrays.device(a) != device:
+        if type(a) is not type(first) or not arrays.usable(a) or arrays.device(a) != device:
             msg = (
                 f"`{name}` must be a {type(first).__name__} on the device of `{first_name}` "
                 f"(device {device}); got a {type(a).__name__}."
