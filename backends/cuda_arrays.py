@@ -122,6 +122,12 @@ class _TorchArrays(Arrays):
         self.torch = importlib.import_module("torch")
         self._streams: dict[int, Any] = {}
         self._dtypes: dict[Any, str] = {}
+        # torch.cuda.current_stream(device).cuda_stream builds a Stream object per call;
+        # the raw handle (what Triton's launcher reads too) costs a fraction of that.
+        self._current_stream: Callable[[int], int] = getattr(
+            self.torch._C, "_cuda_getCurrentRawStream",
+            lambda device: self.torch.cuda.current_stream(device).cuda_stream,
+        )  # fmt: skip
 
     def describe(self, a: Any) -> Desc | None:
         if not a.is_cuda or (a.requires_grad and self.torch.is_grad_enabled()):
@@ -145,7 +151,7 @@ class _TorchArrays(Arrays):
         return bool(a.is_cuda)
 
     def stream(self, a: Any) -> Any:
-        ptr = self.torch.cuda.current_stream(a.device).cuda_stream
+        ptr = self._current_stream(a.get_device())
         found = self._streams.get(ptr)
         if found is None:
             if len(self._streams) > 64:  # streams come and go; the wrappers own nothing
@@ -307,8 +313,11 @@ def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
 def on_device(adapter: Arrays, device: int) -> contextlib.AbstractContextManager[Any]:
     """A block that runs with `device` current for CuPy (nothing to do when it is)."""
     if adapter.kind == "host" or adapter.xp.cuda.runtime.getDevice() == device:
-        return contextlib.nullcontext()
+        return _NOTHING
     return adapter.xp.cuda.Device(device)  # type: ignore[no-any-return]
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 # ---- the CuPy side ------------------------------------------------------------------------

@@ -148,15 +148,19 @@ def _through_cupy(arrays: Arrays, function: Any, *args: Any, **kwargs: Any) -> A
 def _describe(arrays: Arrays, xs: list[Any], positions: list[Any]) -> list[Desc | None] | None:
     """Descriptors of the xs, then of their positions (None: the default positions)."""
     descs: list[Desc | None] = [arrays.describe(x) for x in xs]
+    previous: Any = None
     for p in positions:
         if p is None:
             descs.append(None)
         elif type(p) is not type(xs[0]):
             return None  # host positions: the general path lays them out
+        elif p is previous:
+            descs.append(descs[-1])  # queries' and keys' positions: one array
         else:
             descs.append(arrays.describe(p))
             if descs[-1] is None:
                 return None
+        previous = p
     return None if None in descs[: len(xs)] else descs
 
 
@@ -201,6 +205,7 @@ def _run(
 
 
 _SEQ_LENS = (type(None), int, float)
+_LIMIT = 2**53
 
 
 class _Prepared:
@@ -283,13 +288,12 @@ class _Prepared:
         out_descs: list[Desc | None],
     ) -> list[Any] | None:
         """Allocate outputs, write this call's addresses into the launch words, launch."""
-        shift = offset if type(offset) is int and abs(offset) < 2**53 else _integer(offset)
+        shift = offset if type(offset) is int and -_LIMIT < offset < _LIMIT else _integer(offset)
         if shift is None:
             return None
-        n = len(xs)
-        gather = self.positions is not None
+        n, gather = len(xs), self.positions is not None
         needed = 0 if gather else shift + self.rows
-        if needed < 0 or (not gather and shift < 0):
+        if not gather and shift < 0:
             return None
         with on_device(arrays, self.device):
             stream = arrays.stream(xs[0])
@@ -300,30 +304,33 @@ class _Prepared:
             if outs[0] is None:
                 outs = [arrays.empty(x, x.shape) for x in xs]
                 out_descs = [arrays.describe(o) for o in outs]
-            ptrs = [d.ptr for d in descs[:n]] + [d.ptr for d in out_descs]  # type: ignore[union-attr]
-            if gather:
-                ptrs += [tables.cos_ptr] * n + [tables.sin_ptr] * n
-            else:
-                at = shift * self.row_bytes
-                ptrs += [tables.cos_ptr + at + r for r in self.table_rows]
-                ptrs += [tables.sin_ptr + at + r for r in self.table_rows]
-            aligned = not any(p % VECTOR_BYTES for p in ptrs)
+            # x, out, cos, sin of each tensor, in the order of the words they go to
+            ptrs: list[int] = []
+            at = shift * self.row_bytes
+            for i in range(n):
+                cos, sin = tables.cos_ptr, tables.sin_ptr
+                if not gather:
+                    cos, sin = cos + at + self.table_rows[i], sin + at + self.table_rows[i]
+                ptrs += (descs[i].ptr, out_descs[i].ptr, cos, sin)  # type: ignore[union-attr]
+            mask = 0
+            for p in ptrs:
+                mask |= p
+            aligned = not mask % VECTOR_BYTES
             template = self.launches.get(aligned)
             if template is None:
                 template = self._plan(aligned, descs, out_descs, ptrs, tables, shift)
                 if template is None:
                     return None
             words = template.params.copy()
-            for i, (x_at, out_at, cos_at, sin_at) in enumerate(_ADDRESSES[:n]):
-                words[x_at], words[out_at] = ptrs[i], ptrs[n + i]
-                words[cos_at], words[sin_at] = ptrs[2 * n + i], ptrs[3 * n + i]
+            for i in range(n):
+                x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
+                words[x_at], words[out_at], words[cos_at], words[sin_at] = ptrs[4 * i : 4 * i + 4]
             if gather:
                 for i in range(n):
                     words[_POSITIONS[i]] = descs[n + i].ptr  # type: ignore[union-attr]
                 words[_OFFSET], words[_CAPACITY] = shift, tables.capacity
                 words[_INV_FREQ], words[_FACTOR] = tables.inv_freq_ptr, tables.factor
-            launch = Launch(template.kernel, template.element, template.interleaved,
-                            template.vector, template.grid, template.block, words)  # fmt: skip
+            launch = Launch(*template[:6], words)
             if launch.grid > 0:
                 arrays.launch(launch, stream)
         return [arrays.result(o) for o in outs]
@@ -353,8 +360,8 @@ class _Prepared:
             shape = [1] * (len(x.shape) - 1) + [self.spec.n_pairs]
             strides = [0] * (len(x.shape) - 1) + [item]
             shape[self.axes[i]], strides[self.axes[i]] = x.shape[self.axes[i]], self.row_bytes
-            cos = Desc(ptrs[2 * n + i], tuple(shape), tuple(strides), self.compute, item)
-            jobs.append((x, (cos, Desc(ptrs[3 * n + i], *cos[1:])), out))
+            cos = Desc(ptrs[4 * i + 2], tuple(shape), tuple(strides), self.compute, item)
+            jobs.append((x, (cos, Desc(ptrs[4 * i + 3], *cos[1:])), out))
         if self.positions is not None:
             gather = Gather(
                 cos=tables.cos_ptr, sin=tables.sin_ptr, n_pairs=self.spec.n_pairs,
