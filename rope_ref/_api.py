@@ -87,8 +87,10 @@ def apply_rope(
     form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
         How the reference backend computes the rotation; all three agree to rounding.
     backend : {"reference", "numba", "cupy", "auto"}, default "reference"
-        ``"reference"`` rotates in float64 and rounds once. ``"auto"`` picks a kernel for
-        NumPy (numba) or CuPy (cupy) arrays when installed, else the reference.
+        ``"reference"`` rotates in float64 and rounds once. ``"cupy"`` takes CuPy arrays,
+        PyTorch CUDA tensors and JAX GPU arrays. ``"auto"`` picks a kernel for NumPy
+        (numba) or such CUDA arrays (cupy) when installed and when it takes x's dtype,
+        else the reference.
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -168,6 +170,7 @@ def apply_rope(
     name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
     inverse = _check_bool("inverse", inverse)
     _check_kernel_options(name, form, out)
+    _check_kernel_dtype(name, x, "x")
     cos, sin = _tables_for(
         x,
         spec,
@@ -510,6 +513,8 @@ def _kernel_qk(
 ) -> tuple[Array, Array]:
     """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
     _check_kernel_options(name, form, None)
+    _check_kernel_dtype(name, q, "q")
+    _check_kernel_dtype(name, k, "k")
     (cq, sq), (ck, sk) = (
         _tables_for(
             a,
@@ -538,6 +543,14 @@ def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
     elif form != "rotate_half":
         msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
         raise ValueError(msg)
+
+
+def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
+    """TypeError naming the backend when its kernel does not take x's dtype."""
+    dtypes = _KERNEL_DTYPES.get(name)
+    if dtypes is not None and dtype_name(x.dtype) not in dtypes:
+        msg = f"`{what}` must be one of {', '.join(dtypes)} for backend={name!r}; got {x.dtype}."
+        raise TypeError(msg)
 
 
 def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:

@@ -36,7 +36,8 @@ def is_array(obj: object) -> bool:
 def is_cuda_array(obj: object) -> bool:
     """Whether `obj` is an array in CUDA device memory.
 
-    CuPy arrays, PyTorch CUDA tensors and JAX arrays on a GPU are; a JAX tracer is not.
+    CuPy arrays, PyTorch CUDA tensors and JAX arrays on one GPU are; a JAX tracer, or an
+    array sharded over several devices, is not.
     """
     if array_api_compat.is_cupy_array(obj):
         return True
@@ -44,9 +45,10 @@ def is_cuda_array(obj: object) -> bool:
         return bool(obj.is_cuda)
     if array_api_compat.is_jax_array(obj):
         try:
-            return all(d.platform == "gpu" for d in obj.devices())
+            devices = obj.devices()
         except Exception:  # a tracer: no devices to ask
             return False
+        return len(devices) == 1 and next(iter(devices)).platform == "gpu"
     return False
 
 
