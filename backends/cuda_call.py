@@ -229,8 +229,10 @@ class _Prepared:
         #: first row past the offset's (queries read the last q_len rows of the keys').
         self.rows = lengths[-1]
         self.table_rows = [(lengths[-1] - length) * self.row_bytes for length in lengths]
-        #: The launch by whether every address is 16-byte aligned (the vector path).
+        #: The launch by whether every address is 16-byte aligned (the vector path), and
+        #: the table cache whose addresses its words hold (the gather kernel's).
         self.launches: dict[bool, Launch | None] = {}
+        self.tables_in: dict[bool, DeviceTables] = {}
 
     @classmethod
     def check(
@@ -321,15 +323,18 @@ class _Prepared:
                 template = self._plan(aligned, descs, out_descs, ptrs, tables, shift)
                 if template is None:
                     return None
+            elif gather and self.tables_in[aligned] is not tables:
+                template = self._with_tables(aligned, template, tables, ptrs)
             words = template.params.copy()
             for i in range(n):
                 x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
-                words[x_at], words[out_at], words[cos_at], words[sin_at] = ptrs[4 * i : 4 * i + 4]
-            if gather:
+                words[x_at], words[out_at] = ptrs[4 * i], ptrs[4 * i + 1]
+                if not gather:  # the rows move with the offset
+                    words[cos_at], words[sin_at] = ptrs[4 * i + 2], ptrs[4 * i + 3]
+            if gather:  # the cache's words are in the template already
                 for i in range(n):
                     words[_POSITIONS[i]] = descs[n + i].ptr  # type: ignore[union-attr]
-                words[_OFFSET], words[_CAPACITY] = shift, tables.capacity
-                words[_INV_FREQ], words[_FACTOR] = tables.inv_freq_ptr, tables.factor
+                words[_OFFSET] = shift
             launch = Launch(*template[:6], words)
             if launch.grid > 0:
                 arrays.launch(launch, stream)
@@ -374,7 +379,21 @@ class _Prepared:
         except NeedsCopy:
             launch = None
         self.launches[aligned] = launch
+        self.tables_in[aligned] = tables
         return launch
+
+    def _with_tables(
+        self, aligned: bool, template: Launch, tables: DeviceTables, ptrs: list[int]
+    ) -> Launch:
+        """`template` reading another (grown, or rebuilt) table cache; kept as the template."""
+        words = template.params.copy()
+        for i in range(len(ptrs) // 4):
+            words[_ADDRESSES[i][2]], words[_ADDRESSES[i][3]] = tables.cos_ptr, tables.sin_ptr
+        words[_CAPACITY], words[_INV_FREQ] = tables.capacity, tables.inv_freq_ptr
+        words[_FACTOR] = tables.factor
+        template = Launch(*template[:6], words)
+        self.launches[aligned], self.tables_in[aligned] = template, tables
+        return template
 
 
 _INDEX = {name: i for i, name in enumerate(PARAM_FIELDS)}

@@ -281,6 +281,10 @@ def test_host_known_offsets_grow_the_cache_device_positions_do_not(device, harne
     assert grown.capacity == 4 * CAPACITY
     assert len(cache._retired) == 1
     assert cache._retired[0] is first  # kept alive for CUDA graphs captured before
+    y = rr.apply_rope(x, spec, positions, seq_axis=-3, backend="cupy")  # the gather call again
+    fields = harness.launches[-1].fields
+    assert (fields["capacity"], fields["t0.cos"]) == (grown.capacity, grown.cos_ptr)
+    assert_error_model(y, x, spec, positions)
 
 
 # ---- what a CUDA graph capture needs ----------------------------------------------------------
