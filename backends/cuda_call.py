@@ -318,13 +318,14 @@ class _Prepared:
             for p in ptrs:
                 mask |= p
             aligned = not mask % VECTOR_BYTES
-            template = self.launches.get(aligned)
-            if template is None:
+            if aligned in self.launches:
+                template = self.launches[aligned]
+                if template is not None and gather and self.tables_in[aligned] is not tables:
+                    template = self._with_tables(aligned, template, tables, n)
+            else:
                 template = self._plan(aligned, descs, out_descs, ptrs, tables, shift)
-                if template is None:
-                    return None
-            elif gather and self.tables_in[aligned] is not tables:
-                template = self._with_tables(aligned, template, tables, ptrs)
+            if template is None:
+                return None  # the layout needs copies: the general path makes them
             words = template.params.copy()
             for i in range(n):
                 x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
@@ -382,12 +383,10 @@ class _Prepared:
         self.tables_in[aligned] = tables
         return launch
 
-    def _with_tables(
-        self, aligned: bool, template: Launch, tables: DeviceTables, ptrs: list[int]
-    ) -> Launch:
+    def _with_tables(self, aligned: bool, template: Launch, tables: DeviceTables, n: int) -> Launch:
         """`template` reading another (grown, or rebuilt) table cache; kept as the template."""
         words = template.params.copy()
-        for i in range(len(ptrs) // 4):
+        for i in range(n):
             words[_ADDRESSES[i][2]], words[_ADDRESSES[i][3]] = tables.cos_ptr, tables.sin_ptr
         words[_CAPACITY], words[_INV_FREQ] = tables.capacity, tables.inv_freq_ptr
         words[_FACTOR] = tables.factor

@@ -7,15 +7,13 @@ imports CuPy, so the host emulation of the kernel runs the very grid the GPU wou
 
 Everything in a plan but the addresses and a few per-call values (the position offset,
 the capacity of the table cache, the attention factor) follows from the geometry: shapes,
-strides, dtypes and the addresses' alignment. `PlanCache` keeps plans by geometry, so a
-repeated call copies the cached words and writes only those values.
+strides, dtypes and the addresses' alignment, so a caller that keeps plans by geometry
+(`rope_ref.backends.cuda_call`) copies the words of a kept plan and writes only those.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,13 +25,11 @@ __all__ = [
     "Gather",
     "Launch",
     "NeedsCopy",
-    "PlanCache",
     "describe_numpy",
     "dtype_name",
     "factor_bits",
-    "geometry_key",
+    "overlap",
     "plan",
-    "rebase",
 ]
 
 MAX_DIMS = 4  # ROPE_MAX_DIMS in rope.cuh
@@ -60,7 +56,6 @@ PARAM_FIELDS: tuple[str, ...] = (
     "n_tensors", "head_dim", "n_pairs", "rotary_start", "rot_chunks", "inverse",
     *GATHER_FIELDS,
 )  # fmt: skip
-_INDEX = {name: i for i, name in enumerate(PARAM_FIELDS)}
 
 #: C++ element type of each supported dtype, in the order of the host harness' codes.
 ELEMENT_TYPES: dict[str, str] = {
@@ -514,96 +509,3 @@ def _span(a: Desc) -> tuple[int, int]:
     low = sum(s * (n - 1) for s, n in zip(a.strides, a.shape, strict=True) if s < 0)
     high = sum(s * (n - 1) for s, n in zip(a.strides, a.shape, strict=True) if s > 0)
     return a.ptr + low, a.ptr + high + a.itemsize
-
-
-# ---- cached plans ------------------------------------------------------------------------
-
-
-def geometry_key(
-    jobs: Sequence[Job], *, layout: str, rotary_start: int, inverse: bool, gather: Gather | None
-) -> Hashable:
-    """Everything a plan depends on besides the addresses, capacity, offset and factor."""
-    parts: list[Hashable] = [layout, rotary_start, inverse]
-    if gather is not None:
-        parts += [gather.n_pairs, gather.table_dtype, gather.cos % VECTOR_BYTES,
-                  gather.sin % VECTOR_BYTES]  # fmt: skip
-    for x, tables, out in jobs:
-        descs = (x, out, tables) if isinstance(tables, Desc) else (x, out, *tables)
-        parts.append(tuple((d.shape, d.strides, d.dtype, d.ptr % VECTOR_BYTES) for d in descs))
-        parts.append(x.ptr == out.ptr)
-    return tuple(parts)
-
-
-#: Words of the four addresses of each tensor: x, out, cos, sin.
-_ADDRESSES = tuple(tuple(_INDEX[f"t{i}.{name}"] for name in ("x", "out", "cos", "sin"))
-                   for i in range(2))  # fmt: skip
-_GATHER_AT = _INDEX["positions0"]
-
-
-def rebase(launch: Launch, jobs: Sequence[Job], gather: Gather | None) -> Launch:
-    """`launch` (planned for the same geometry) with the addresses and values of `jobs`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> a, b = np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32)
-    >>> c = np.ones((2, 4), np.float32)
-    >>> d = describe_numpy
-    >>> first = plan([(d(a), (d(c), d(c)), d(a))], layout="half", rotary_start=0, inverse=False)
-    >>> again = rebase(first, [(d(b), (d(c), d(c)), d(b))], None)
-    >>> again.fields["t0.x"] == d(b).ptr, first.fields["t0.x"] == d(a).ptr
-    (True, True)
-    """
-    words = launch.params.copy()
-    for (x, tables, out), (x_at, out_at, cos_at, sin_at) in zip(jobs, _ADDRESSES, strict=False):
-        words[x_at] = x.ptr
-        words[out_at] = out.ptr
-        if gather is not None:
-            words[cos_at], words[sin_at] = gather.cos, gather.sin
-        elif not isinstance(tables, Desc):
-            words[cos_at], words[sin_at] = tables[0].ptr, tables[1].ptr
-    if gather is not None:
-        words[_GATHER_AT:] = _gather_words(jobs, gather)
-    return Launch(launch.kernel, launch.element, launch.interleaved, launch.vector,
-                  launch.grid, launch.block, words)  # fmt: skip
-
-
-class PlanCache:
-    """Least-recently-used plans by geometry key (thread-safe).
-
-    Examples
-    --------
-    >>> cache = PlanCache(max_entries=2)
-    >>> cache.get("k") is None
-    True
-    """
-
-    def __init__(self, *, max_entries: int = 256) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, Launch] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Launch | None:
-        """The plan stored under `key`, or None."""
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: Hashable, launch: Launch) -> None:
-        """Store `launch` under `key`, dropping the least recently used beyond the bound."""
-        with self._lock:
-            self._entries[key] = launch
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every plan."""
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)

@@ -22,7 +22,7 @@ import rope_ref as rr
 from rope_ref._compat import array_namespace
 from rope_ref._positions import lay_out
 from tests.cuda_host import emulation
-from tests.cuda_host.cases import DTYPES, LAYOUTS, assert_error_model, random_x, tables
+from tests.cuda_host.cases import CASES, DTYPES, LAYOUTS, assert_error_model, random_x, tables
 
 pytestmark = pytest.mark.cuda_host
 
@@ -358,6 +358,9 @@ def test_unusual_calls_are_left_to_the_general_path(device, np_rng):
     assert declined(x, x[:, :2].astype(np.float64), spec, None, None, qk=True)
     assert declined(x[:, :3], x, spec, None, positions, qk=True)  # k positions alone
     assert declined(x, x[:, :3], spec, None, None, qk=True)  # more queries than keys
+    many, positions, many_spec, _ = CASES["many_axes"](np_rng, DTYPES["float32"], "half")
+    assert declined(many, many_spec, positions, seq_axis=-2)  # needs contiguous copies
+    assert declined(many, many_spec, positions, seq_axis=-2)  # ... and is remembered
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
