@@ -15,6 +15,12 @@
 //   16-byte vector of x per pair member, or a slice of the pass-through features to copy.
 //   Item index = (row * head_groups + head_group) * chunks + chunk: consecutive threads touch
 //   consecutive 16-byte vectors of one row. Every index and offset is a 64-bit integer.
+//
+// Two kernels share this body. rope_kernel reads tables laid out like x's rows (strided,
+// broadcast with stride 0). rope_gather_kernel reads each row's position and takes that
+// position's row of a cache of tables; a position that is not an integer inside the cache
+// gets its cos and sin computed in float64 from inv_freq (as the host builds the cache),
+// rounded once to the compute type. Nothing is read outside the cache.
 #ifndef ROPE_REF_ROPE_CUH
 #define ROPE_REF_ROPE_CUH
 
@@ -67,7 +73,21 @@ struct RopeParams {
   long long rotary_start;        // first rotated feature
   long long rot_chunks;          // ceil(n_pairs / ROPE_PAIRS(T))
   long long inverse;             // 1: rotate by -angle (sin negated)
+  // Read by the gather kernel only. There, t[i].cos and t[i].sin are a cache of table rows
+  // (row r: the tables of integer position r, n_pairs values each), and t[i].table_stride
+  // indexes positions[i], the position of every row of x.
+  const void* positions[2];      // positions of t[0] and t[1]
+  long long position_type[2];    // ROPE_POSITION_INT32 .. ROPE_POSITION_FLOAT64
+  long long position_offset;     // an integer added to every position
+  long long capacity;            // rows in the cache: integer positions 0 .. capacity - 1
+  const double* inv_freq;        // n_pairs inverse frequencies (float64), for the others
+  double factor;                 // attention factor, multiplied into computed cos and sin
 };
+
+#define ROPE_POSITION_INT32 0
+#define ROPE_POSITION_INT64 1
+#define ROPE_POSITION_FLOAT32 2
+#define ROPE_POSITION_FLOAT64 3
 
 // Where one work item lives: filled by rope_locate, used by the kernel and by the tests.
 struct RopeWork {
@@ -151,6 +171,31 @@ ROPE_HD void rope_words_from_double(double d, unsigned int* lo, unsigned int* hi
   c.d = d;
   *lo = static_cast<unsigned int>(c.u);
   *hi = static_cast<unsigned int>(c.u >> 32);
+#endif
+}
+
+// a * b rounded once: never fused into a neighbouring add (the host build does not fuse).
+ROPE_HD double rope_mul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+ROPE_HD double rope_sin(double a) {
+#ifdef __CUDA_ARCH__
+  return sin(a);
+#else
+  return __builtin_sin(a);
+#endif
+}
+
+ROPE_HD double rope_cos(double a) {
+#ifdef __CUDA_ARCH__
+  return cos(a);
+#else
+  return __builtin_cos(a);
 #endif
 }
 
@@ -363,30 +408,16 @@ ROPE_HD void rope_copy_chunk(const RopeParams& p, const RopeTensor& t, const Rop
   }
 }
 
-// Rotary chunk, 16-byte vectors: the planner guarantees alignment and n_pairs % P == 0.
+// Rotate one chunk of 16-byte vectors by the given cos/sin of its P pairs (not yet negated
+// for inverse): the planner guarantees alignment and n_pairs % P == 0.
 template <class T, bool INTERLEAVED>
-ROPE_HD void rope_rotate_vector(const RopeParams& p, const RopeTensor& t, const RopeWork& w) {
+ROPE_HD void rope_rotate_vector_by(const RopeParams& p, const RopeTensor& t, const RopeWork& w,
+                                   typename rope_traits<T>::compute* c,
+                                   typename rope_traits<T>::compute* s) {
   typedef rope_traits<T> tr;
   typedef typename tr::compute C;
   const int P = ROPE_PAIRS(T);
-  const int TABLE_VECS = (P * static_cast<int>(sizeof(C))) / 16;
   const long long j0 = w.chunk * P;
-  // cos/sin: read once here, reused for every head of the group.
-  C c[P];
-  C s[P];
-  const C* cos_row = static_cast<const C*>(t.cos) + w.table_row + j0;
-  const C* sin_row = static_cast<const C*>(t.sin) + w.table_row + j0;
-  const int per_table_vec = P / TABLE_VECS;
-ROPE_UNROLL
-  for (int v = 0; v < TABLE_VECS; ++v) {
-    const rope_vec cv = rope_load16(cos_row + v * per_table_vec);
-    const rope_vec sv = rope_load16(sin_row + v * per_table_vec);
-ROPE_UNROLL
-    for (int i = 0; i < per_table_vec; ++i) {
-      c[v * per_table_vec + i] = rope_traits<C>::unpack(cv, i);
-      s[v * per_table_vec + i] = rope_traits<C>::unpack(sv, i);
-    }
-  }
   if (p.inverse) {
 ROPE_UNROLL
     for (int i = 0; i < P; ++i) s[i] = -s[i];
@@ -430,32 +461,66 @@ ROPE_UNROLL
   }
 }
 
-// Rotary chunk, one element at a time: any alignment, feature stride or n_pairs.
+// Rotary chunk, 16-byte vectors, tables read at w.table_row: once, for every head of the group.
 template <class T, bool INTERLEAVED>
-ROPE_HD void rope_rotate_scalar(const RopeParams& p, const RopeTensor& t, const RopeWork& w) {
+ROPE_HD void rope_rotate_vector(const RopeParams& p, const RopeTensor& t, const RopeWork& w) {
+  typedef typename rope_traits<T>::compute C;
+  const int P = ROPE_PAIRS(T);
+  const int TABLE_VECS = (P * static_cast<int>(sizeof(C))) / 16;
+  const long long j0 = w.chunk * P;
+  C c[P];
+  C s[P];
+  const C* cos_row = static_cast<const C*>(t.cos) + w.table_row + j0;
+  const C* sin_row = static_cast<const C*>(t.sin) + w.table_row + j0;
+  const int per_table_vec = P / TABLE_VECS;
+ROPE_UNROLL
+  for (int v = 0; v < TABLE_VECS; ++v) {
+    const rope_vec cv = rope_load16(cos_row + v * per_table_vec);
+    const rope_vec sv = rope_load16(sin_row + v * per_table_vec);
+ROPE_UNROLL
+    for (int i = 0; i < per_table_vec; ++i) {
+      c[v * per_table_vec + i] = rope_traits<C>::unpack(cv, i);
+      s[v * per_table_vec + i] = rope_traits<C>::unpack(sv, i);
+    }
+  }
+  rope_rotate_vector_by<T, INTERLEAVED>(p, t, w, c, s);
+}
+
+// Rotate pair j of every head of the group by c, s (not yet negated for inverse), one
+// element at a time: any alignment, feature stride or n_pairs.
+template <class T, bool INTERLEAVED>
+ROPE_HD void rope_rotate_pair(const RopeParams& p, const RopeTensor& t, const RopeWork& w,
+                              long long j, typename rope_traits<T>::compute c,
+                              typename rope_traits<T>::compute s) {
   typedef rope_traits<T> tr;
   typedef typename tr::compute C;
+  if (p.inverse) s = -s;
+  const T* x = static_cast<const T*>(t.x);
+  T* out = static_cast<T*>(t.out);
+  const long long fa = p.rotary_start + (INTERLEAVED ? 2 * j : j);
+  const long long fb = p.rotary_start + (INTERLEAVED ? 2 * j + 1 : j + p.n_pairs);
+  for (int k = 0; k < ROPE_MAX_HEADS_PER_THREAD; ++k) {
+    if (!rope_head_active(t, w, k)) continue;
+    const long long xr = w.x_row + k * t.x_head_stride;
+    const long long orow = w.out_row + k * t.out_head_stride;
+    const C a = tr::load(x[xr + fa * t.x_feat_stride]);
+    const C b = tr::load(x[xr + fb * t.x_feat_stride]);
+    out[orow + fa * t.out_feat_stride] = tr::store(rope_fma(a, c, -(b * s)));
+    out[orow + fb * t.out_feat_stride] = tr::store(rope_fma(b, c, a * s));
+  }
+}
+
+// Rotary chunk, one element at a time, tables read at w.table_row.
+template <class T, bool INTERLEAVED>
+ROPE_HD void rope_rotate_scalar(const RopeParams& p, const RopeTensor& t, const RopeWork& w) {
+  typedef typename rope_traits<T>::compute C;
   const int P = ROPE_PAIRS(T);
   const C* cos_t = static_cast<const C*>(t.cos);
   const C* sin_t = static_cast<const C*>(t.sin);
-  const T* x = static_cast<const T*>(t.x);
-  T* out = static_cast<T*>(t.out);
   for (int i = 0; i < P; ++i) {
     const long long j = w.chunk * P + i;
     if (j >= p.n_pairs) break;
-    const C c = cos_t[w.table_row + j];
-    const C s = p.inverse ? -sin_t[w.table_row + j] : sin_t[w.table_row + j];
-    const long long fa = p.rotary_start + (INTERLEAVED ? 2 * j : j);
-    const long long fb = p.rotary_start + (INTERLEAVED ? 2 * j + 1 : j + p.n_pairs);
-    for (int k = 0; k < ROPE_MAX_HEADS_PER_THREAD; ++k) {
-      if (!rope_head_active(t, w, k)) continue;
-      const long long xr = w.x_row + k * t.x_head_stride;
-      const long long orow = w.out_row + k * t.out_head_stride;
-      const C a = tr::load(x[xr + fa * t.x_feat_stride]);
-      const C b = tr::load(x[xr + fb * t.x_feat_stride]);
-      out[orow + fa * t.out_feat_stride] = tr::store(rope_fma(a, c, -(b * s)));
-      out[orow + fb * t.out_feat_stride] = tr::store(rope_fma(b, c, a * s));
-    }
+    rope_rotate_pair<T, INTERLEAVED>(p, t, w, j, cos_t[w.table_row + j], sin_t[w.table_row + j]);
   }
 }
 
@@ -471,6 +536,105 @@ ROPE_HD void rope_thread_of(const RopeParams& p, const RopeTensor& t, long long 
     rope_rotate_vector<T, INTERLEAVED>(p, t, w);
   } else {
     rope_rotate_scalar<T, INTERLEAVED>(p, t, w);
+  }
+}
+
+// ---- Gather kernel: tables from a cache by position -----------------------------------------
+
+// Where a row's tables come from: row `row` of the cache, or (row < 0) computed at `value`.
+struct RopePosition {
+  long long row;
+  double value;
+};
+
+// The position at element `offset` of positions[tensor], plus position_offset. Integer
+// positions add in 64-bit integers (wrapping, never undefined), floating ones in float64.
+ROPE_HD RopePosition rope_position(const RopeParams& p, int tensor, long long offset) {
+  const void* base = p.positions[tensor];
+  const long long type = p.position_type[tensor];
+  RopePosition at;
+  at.row = -1;
+  if (type == ROPE_POSITION_INT32 || type == ROPE_POSITION_INT64) {
+    const long long read = type == ROPE_POSITION_INT32
+                               ? static_cast<long long>(static_cast<const int*>(base)[offset])
+                               : static_cast<const long long*>(base)[offset];
+    const long long v = static_cast<long long>(static_cast<unsigned long long>(read) +
+                                               static_cast<unsigned long long>(p.position_offset));
+    at.value = static_cast<double>(v);
+    if (v >= 0 && v < p.capacity) at.row = v;
+  } else {
+    const double read = type == ROPE_POSITION_FLOAT32
+                            ? static_cast<double>(static_cast<const float*>(base)[offset])
+                            : static_cast<const double*>(base)[offset];
+    const double v = read + static_cast<double>(p.position_offset);
+    at.value = v;
+    // NaN fails the first test; v < capacity <= 2^62 makes the conversion defined.
+    if (v >= 0.0 && v < static_cast<double>(p.capacity) &&
+        static_cast<double>(static_cast<long long>(v)) == v) {
+      at.row = static_cast<long long>(v);
+    }
+  }
+  return at;
+}
+
+// cos and sin of pair j at `position`, as the host builds a table row: the float64 angle
+// position * inv_freq[j], float64 cos and sin times the attention factor, one rounding to C.
+template <class C>
+ROPE_HD void rope_computed_table(const RopeParams& p, double position, long long j, C* c, C* s) {
+  const double angle = rope_mul(position, p.inv_freq[j]);
+  *c = static_cast<C>(rope_mul(rope_cos(angle), p.factor));
+  *s = static_cast<C>(rope_mul(rope_sin(angle), p.factor));
+}
+
+template <class T, bool INTERLEAVED>
+ROPE_HD void rope_rotate_vector_computed(const RopeParams& p, const RopeTensor& t,
+                                         const RopeWork& w, double position) {
+  typedef typename rope_traits<T>::compute C;
+  const int P = ROPE_PAIRS(T);
+  C c[P];
+  C s[P];
+ROPE_UNROLL
+  for (int i = 0; i < P; ++i) rope_computed_table(p, position, w.chunk * P + i, &c[i], &s[i]);
+  rope_rotate_vector_by<T, INTERLEAVED>(p, t, w, c, s);
+}
+
+template <class T, bool INTERLEAVED>
+ROPE_HD void rope_rotate_scalar_computed(const RopeParams& p, const RopeTensor& t,
+                                         const RopeWork& w, double position) {
+  typedef typename rope_traits<T>::compute C;
+  const int P = ROPE_PAIRS(T);
+  for (int i = 0; i < P; ++i) {
+    const long long j = w.chunk * P + i;
+    if (j >= p.n_pairs) break;
+    C c;
+    C s;
+    rope_computed_table(p, position, j, &c, &s);
+    rope_rotate_pair<T, INTERLEAVED>(p, t, w, j, c, s);
+  }
+}
+
+// The whole body of one thread of the gather kernel; `tensor` is 0 or 1 (t is p.t[tensor]).
+template <class T, bool INTERLEAVED, bool VECTOR>
+ROPE_HD void rope_gather_thread_of(const RopeParams& p, const RopeTensor& t, int tensor,
+                                   long long block, long long thread, long long block_dim) {
+  RopeWork w;
+  if (!rope_locate(p, t, (block - t.first_block) * block_dim + thread, &w)) return;
+  if (w.chunk >= p.rot_chunks) {
+    rope_copy_chunk<T>(p, t, w);
+    return;
+  }
+  const RopePosition at = rope_position(p, tensor, w.table_row);
+  if (at.row >= 0) {
+    w.table_row = at.row * p.n_pairs;
+    if (VECTOR) {
+      rope_rotate_vector<T, INTERLEAVED>(p, t, w);
+    } else {
+      rope_rotate_scalar<T, INTERLEAVED>(p, t, w);
+    }
+  } else if (VECTOR) {
+    rope_rotate_vector_computed<T, INTERLEAVED>(p, t, w, at.value);
+  } else {
+    rope_rotate_scalar_computed<T, INTERLEAVED>(p, t, w, at.value);
   }
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Hashable
 from types import ModuleType
 
@@ -12,9 +14,13 @@ from rope_ref import _reference
 from rope_ref._compat import (
     array_namespace,
     device,
+    dtype_name,
     has_float64,
     host_namespace,
     is_array,
+    is_cuda_array,
+    is_real_floating,
+    records_grad,
     to_numpy,
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
@@ -89,8 +95,10 @@ def apply_rope(
     form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
         How the reference backend computes the rotation; all three agree to rounding.
     backend : {"reference", "numba", "cupy", "auto"}, default "reference"
-        ``"reference"`` rotates in float64 and rounds once. ``"auto"`` picks a kernel for
-        NumPy (numba) or CuPy (cupy) arrays when installed, else the reference.
+        ``"reference"`` rotates in float64 and rounds once. ``"cupy"`` takes CuPy arrays,
+        PyTorch CUDA tensors and JAX GPU arrays. ``"auto"`` picks a kernel for NumPy
+        (numba) or such CUDA arrays (cupy) when installed and when it takes x's dtype,
+        else the reference.
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -148,12 +156,20 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
+    if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply(
+            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
+            seq_len=seq_len, out=out,
+        )  # fmt: skip
+        if result is not None:
+            return result
     xp = _check_x(x, "x")
     spec = _resolve_spec(spec, x)
     form = check_choice("form", form, FORMS)
     name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
     inverse = _check_bool("inverse", inverse)
     _check_kernel_options(name, form, out)
+    _check_kernel_dtype(name, x, "x")
     cos, sin = _tables_for(
         x,
         spec,
@@ -238,6 +254,13 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
+    if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply_qk(
+            q, k, spec, positions, k_positions, offset=offset, seq_axis=seq_axis,
+            inverse=inverse, seq_len=seq_len,
+        )  # fmt: skip
+        if result is not None:
+            return result  # type: ignore[no-any-return]
     xp = _check_x(q, "q")
     if _check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
@@ -301,11 +324,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     xp = array_namespace(x, name=name)
-    try:
-        real_floating = xp.isdtype(x.dtype, "real floating")
-    except TypeError:  # a dtype the namespace does not know, e.g. ml_dtypes.bfloat16
-        real_floating = False
-    if not real_floating:
+    if not is_real_floating(xp, x.dtype):
         msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
         raise TypeError(msg)
     if x.ndim == 0:
@@ -493,6 +512,8 @@ def _kernel_qk(
 ) -> tuple[Array, Array]:
     """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
     _check_kernel_options(name, form, None)
+    _check_kernel_dtype(name, q, "q")
+    _check_kernel_dtype(name, k, "k")
     (cq, sq), (ck, sk) = (
         _tables_for(
             a,
@@ -523,6 +544,14 @@ def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
         raise ValueError(msg)
 
 
+def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
+    """TypeError naming the backend when its kernel does not take x's dtype."""
+    dtypes = _KERNEL_DTYPES.get(name)
+    if dtypes is not None and dtype_name(x.dtype) not in dtypes:
+        msg = f"`{what}` must be one of {', '.join(dtypes)} for backend={name!r}; got {x.dtype}."
+        raise TypeError(msg)
+
+
 def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
     """The dtype of a backend's tables: None (as built) for the reference, else the kernel's.
 
@@ -532,6 +561,16 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
         return None
     dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
     return dtype
+
+
+def _cuda_backend(backend: object) -> bool:
+    return type(backend) is str and backend in ("cupy", "auto")
+
+
+@functools.cache
+def _cuda_call() -> ModuleType:
+    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy)."""
+    return importlib.import_module("rope_ref.backends.cuda_call")
 
 
 def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
@@ -544,12 +583,29 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
         return None
 
 
+#: The dtypes each kernel rotates; "auto" gives the reference anything else.
+_KERNEL_DTYPES = {
+    "numba": ("float16", "float32", "float64"),
+    "cupy": ("float16", "bfloat16", "float32", "float64"),
+}
+
+
 def _resolve_backend(backend: str, x: Array) -> str:
+    """The backend for `x`: `backend` itself unless "auto".
+
+    "auto" picks numba for NumPy arrays and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
+    a tensor that records gradients, never: the kernels are not differentiable); otherwise
+    the reference.
+    """
     if backend != "auto":
         return backend
-    available = available_backends()
-    if array_api_compat.is_numpy_array(x) and available["numba"] is None:
-        return "numba"
-    if array_api_compat.is_cupy_array(x) and available["cupy"] is None:
-        return "cupy"
+    if array_api_compat.is_numpy_array(x):
+        kernel = "numba"
+    elif is_cuda_array(x) and not records_grad(x):
+        kernel = "cupy"
+    else:
+        return "reference"
+    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and available_backends()[kernel] is None:
+        return kernel
     return "reference"

@@ -48,29 +48,39 @@ class Case:
 
     shape: tuple[int, int, int, int]
     dtype: str
+    #: "cpu", "gpu", or "host" (the GPU path's host work, NumPy stand-ins, no GPU).
     device: str = "cpu"
     #: Queries and keys of this shape each, through `apply_rope_qk`.
     qk: bool = False
     #: Decoding: this many sequences take turns, each call the next token of the next one.
     sequences: int = 0
+    #: Heads of the keys when fewer than the queries' (GQA).
+    k_heads: int | None = None
+    #: Positions given as a device array (decode), rather than ``arange(seq)``.
+    device_positions: bool = False
 
     @property
     def nbytes(self) -> int:
         """Bytes of one array of this case."""
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape)) * _itemsize(self.dtype)
 
     @property
     def moved(self) -> int:
         """Bytes that must move: every input read once, every output written once."""
-        return 2 * self.nbytes * (2 if self.qk else 1)
+        if not self.qk:
+            return 2 * self.nbytes
+        return 2 * self.nbytes * (self.shape[2] + (self.k_heads or self.shape[2])) // self.shape[2]
 
     @property
     def label(self) -> str:
-        """``B x S x H x D dtype``, with ``q+k`` for query-key cases."""
-        qk = " q+k" if self.qk else ""
+        """``B x S x H x D dtype``, with ``q+k`` (and key heads) for query-key cases."""
+        qk = ""
+        if self.qk:
+            qk = f" q+k ({self.shape[2]}/{self.k_heads} heads)" if self.k_heads else " q+k"
+        where = " positions on device" if self.device_positions else ""
         n = self.sequences
         seqs = f", {n} sequence{'s' if n > 1 else ''} in turn" if n else ""
-        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk} ({self.device}{seqs})"
+        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk}{where} ({self.device}{seqs})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +106,8 @@ class Result:
             "device": self.case.device,
             "qk": self.case.qk,
             "sequences": self.case.sequences,
+            "k_heads": self.case.k_heads,
+            "device_positions": self.case.device_positions,
         }
         return out
 
@@ -123,6 +135,10 @@ def run_case(
             notes[impl.name] = str(why)
     samples = _interleaved(runners, case, rounds, progress)
     return _summarise(case, impls, samples, notes)
+
+
+def _itemsize(name: str) -> int:
+    return 2 if name == "bfloat16" else np.dtype(name).itemsize
 
 
 def _host_dtype(name: str) -> np.dtype[Any]:
@@ -186,9 +202,13 @@ def _batched(run: Callable[[], object], device: str) -> Callable[[], object]:
 def _time_call(run: Callable[[], object], device: str) -> float:
     repeat = getattr(run, "repeat", 1)
     if device == "gpu":
-        from rope_ref._bench_impls import gpu_time
+        from rope_ref._bench_gpu import gpu_time
 
         return gpu_time(run) / repeat
+    if device == "host":  # the host work itself: this thread's CPU time, whatever else runs
+        start = time.thread_time()
+        run()
+        return (time.thread_time() - start) / repeat
     start = time.perf_counter()
     run()
     return (time.perf_counter() - start) / repeat

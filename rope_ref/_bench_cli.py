@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rope_ref._bench_gpu import GPU_PRESETS
+
 __all__ = ["machine_description", "register"]
 
 #: Named cases: (shape (B, S, H, D), dtype, device, q and k).
@@ -19,8 +21,6 @@ PRESETS: dict[str, tuple[tuple[int, int, int, int], str, str, bool]] = {
     "prefill": ((1, 4096, 32, 128), "float32", "cpu", False),
     "decode": ((1, 1, 32, 128), "float32", "cpu", False),
     "decode-interleaved": ((1, 1, 32, 128), "float32", "cpu", False),
-    "gpu-qk": ((4, 4096, 32, 128), "bfloat16", "gpu", True),
-    "gpu-decode": ((1, 1, 32, 128), "bfloat16", "gpu", True),
 }
 #: Numbers of sequences decoding in turn for "decode-interleaved" (unless --sequences).
 INTERLEAVED_SEQUENCES = (1, 10, 100, 1000)
@@ -46,7 +46,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     bench.add_argument(
         "--preset",
         action="append",
-        choices=sorted(PRESETS),
+        choices=sorted([*PRESETS, *GPU_PRESETS]),
         help="a named case (repeatable); default: prefill and decode on the CPU",
     )
     bench.add_argument(
@@ -114,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
     for name in args.preset or ([] if args.shape or args.sweep else ["prefill", "decode"]):
+        if name in GPU_PRESETS:
+            cases.append((GPU_PRESETS[name], args.only))
+            continue
         shape, dtype, device, qk = PRESETS[name]
         if name == "decode-interleaved":
             for n in args.sequences or INTERLEAVED_SEQUENCES:
@@ -229,7 +232,9 @@ def machine_description() -> dict[str, Any]:
         info["torch_threads"] = torch.get_num_threads()
     except ImportError:
         pass
-    return info
+    from rope_ref._bench_gpu import gpu_description
+
+    return {**info, **gpu_description()}
 
 
 def _cpu_name() -> str:

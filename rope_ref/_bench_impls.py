@@ -27,7 +27,7 @@ from rope_ref._typing import BackendName
 if TYPE_CHECKING:
     from rope_ref._bench import Case
 
-__all__ = ["Impl", "Unavailable", "gpu_time", "implementations"]
+__all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
 
 Prepared = Callable[[], object]
 
@@ -51,8 +51,10 @@ class Impl:
 
 def implementations(case: Case) -> list[Impl]:
     """The implementations to time for `case`, baseline first."""
-    if case.device == "gpu":
-        return _gpu_implementations(case)
+    if case.device in ("gpu", "host"):
+        from rope_ref._bench_gpu import gpu_implementations, host_implementations
+
+        return (gpu_implementations if case.device == "gpu" else host_implementations)(case)
     impls = [_cpu_copy(case)]
     backends = available_backends()
     if case.sequences:
@@ -253,92 +255,3 @@ def _rotary_embedding_torch(x: np.ndarray) -> Prepared:
     t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3)))
     rotary = RotaryEmbedding(dim=x.shape[-1])
     return lambda: rotary.rotate_queries_or_keys(t)
-
-
-# -- GPU ---------------------------------------------------------------------------------
-
-
-def _gpu_implementations(case: Case) -> list[Impl]:
-    if not _installed("cupy"):
-        msg = "GPU benchmarks need CuPy: pip install 'rope-ref[cupy]'"
-        raise Unavailable(msg)
-    impls = [
-        Impl("copy (device to device)", "baseline", _gpu_copy(case.qk)),
-        Impl("empty kernel", "floor", _gpu_empty_kernel, "launch overhead"),
-    ]
-    if available_backends()["cupy"] is None:
-        impls.append(Impl("cupy", "backend", _gpu_backend(case.qk)))
-    if _installed("torch"):
-        impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
-        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
-    if _installed("liger_kernel"):
-        impls.append(Impl("liger-kernel (Triton)", "peer", _liger(case.qk), "(B, H, S, D) layout"))
-    return impls
-
-
-def _device_array(x: np.ndarray) -> Any:
-    import cupy
-
-    if x.dtype.name == "bfloat16":
-        return cupy.asarray(x.view(np.uint16)).view(x.dtype)
-    return cupy.asarray(x)
-
-
-def _gpu_copy(qk: bool) -> Callable[[np.ndarray], Prepared]:
-    def prepare(x: np.ndarray) -> Prepared:
-        import cupy
-
-        arrays = [_device_array(a) for a in ([x, _second(x)] if qk else [x])]
-        outs = [cupy.empty_like(a) for a in arrays]
-        return lambda: [cupy.copyto(o, a) for o, a in zip(outs, arrays, strict=True)]
-
-    return prepare
-
-
-def _gpu_empty_kernel(x: np.ndarray) -> Prepared:
-    import cupy
-
-    kernel = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
-    return lambda: kernel((1,), (1,), ())
-
-
-def _gpu_backend(qk: bool) -> Callable[[np.ndarray], Prepared]:
-    def prepare(x: np.ndarray) -> Prepared:
-        spec = RopeSpec(x.shape[-1])
-        q = _device_array(x)
-        if qk:
-            k = _device_array(_second(x))
-            return lambda: apply_rope_qk(q, k, spec, seq_axis=-3, backend="cupy")
-        return lambda: apply_rope(q, spec, seq_axis=-3, backend="cupy")
-
-    return prepare
-
-
-def _liger(qk: bool) -> Callable[[np.ndarray], Prepared]:
-    def prepare(x: np.ndarray) -> Prepared:
-        import torch
-        from liger_kernel.ops.rope import LigerRopeFunction
-
-        def bhsd(a: np.ndarray) -> Any:
-            t = torch.from_numpy(np.ascontiguousarray(a.transpose(0, 2, 1, 3)).astype(np.float32))
-            return t.to(device="cuda", dtype=getattr(torch, x.dtype.name))
-
-        q = bhsd(x)
-        k = bhsd(_second(x)) if qk else q
-        cos, sin = (t[:, :, 0, :] for t in _hf_tables(torch, x, q.dtype, "cuda"))
-        return lambda: LigerRopeFunction.apply(q, k, cos, sin)
-
-    return prepare
-
-
-def gpu_time(run: Prepared, repeat: int = 20) -> float:
-    """Seconds per call of `run` on the GPU: CUDA events around `repeat` calls."""
-    import cupy
-
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    for _ in range(repeat):
-        run()
-    end.record()
-    end.synchronize()
-    return float(cupy.cuda.get_elapsed_time(start, end)) / 1e3 / repeat

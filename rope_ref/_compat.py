@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import array_api_compat
 import numpy as np
@@ -14,9 +15,13 @@ __all__ = [
     "array_namespace",
     "compute_dtype",
     "device",
+    "dtype_name",
     "has_float64",
     "host_namespace",
     "is_array",
+    "is_cuda_array",
+    "is_real_floating",
+    "records_grad",
     "to_numpy",
 ]
 
@@ -28,6 +33,36 @@ def is_array(obj: object) -> bool:
     return bool(array_api_compat.is_array_api_obj(obj))
 
 
+def is_cuda_array(obj: object) -> bool:
+    """Whether `obj` is an array in CUDA device memory.
+
+    CuPy arrays, PyTorch CUDA tensors and JAX arrays on one GPU are; a JAX tracer, or an
+    array sharded over several devices, is not.
+    """
+    if array_api_compat.is_cupy_array(obj):
+        return True
+    if array_api_compat.is_torch_array(obj):
+        return bool(obj.is_cuda)
+    if array_api_compat.is_jax_array(obj):
+        try:
+            devices = obj.devices()
+        except Exception:  # a tracer: no devices to ask
+            return False
+        return len(devices) == 1 and next(iter(devices)).platform == "gpu"
+    return False
+
+
+def records_grad(x: object) -> bool:
+    """Whether autograd would record an operation on `x`.
+
+    True for a PyTorch tensor that requires grad, outside ``torch.no_grad()``.
+    """
+    if not getattr(x, "requires_grad", False):
+        return False
+    torch = sys.modules.get("torch")
+    return torch is None or bool(torch.is_grad_enabled())
+
+
 def array_namespace(*arrays: Array, name: str = "x") -> ArrayNamespace:
     """Return the array-API namespace of `arrays`, or raise TypeError naming `name`."""
     try:
@@ -36,6 +71,32 @@ def array_namespace(*arrays: Array, name: str = "x") -> ArrayNamespace:
         kinds = ", ".join(sorted({type(a).__name__ for a in arrays}))
         msg = f"`{name}` must be arrays of one array-API namespace; got {kinds}."
         raise TypeError(msg) from None
+
+
+def dtype_name(dtype: object) -> str:
+    """The name of a dtype of any namespace: ``"bfloat16"`` for ml_dtypes, JAX and torch."""
+    if isinstance(dtype, np.dtype):
+        return dtype.name
+    inner = getattr(dtype, "dtype", None)  # JAX's scalar types, e.g. jnp.bfloat16
+    if isinstance(inner, np.dtype):
+        return inner.name
+    if isinstance(dtype, type) and issubclass(dtype, np.generic):  # ml_dtypes.bfloat16
+        return np.dtype(dtype).name
+    return str(dtype).rsplit(".", 1)[-1]  # torch.bfloat16, array_api_strict.float32
+
+
+def is_real_floating(xp: ArrayNamespace, dtype: object) -> bool:
+    """Whether `dtype` is real floating in `xp`, counting ml_dtypes' bfloat16 as one.
+
+    NumPy and CuPy hold bfloat16 as an ml_dtypes extension type that their ``isdtype``
+    does not know; PyTorch and JAX count their bfloat16 as real floating already.
+    """
+    try:
+        if xp.isdtype(dtype, "real floating"):
+            return True
+    except TypeError:  # a dtype the namespace does not know
+        pass
+    return dtype_name(dtype) == "bfloat16"
 
 
 _FLOAT64_SUPPORT: dict[tuple[int, object], bool] = {}

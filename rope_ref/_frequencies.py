@@ -9,8 +9,16 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._compat import array_namespace, device, has_float64, host_namespace, to_numpy
+from rope_ref._compat import (
+    array_namespace,
+    device,
+    dtype_name,
+    has_float64,
+    host_namespace,
+    to_numpy,
+)
 from rope_ref._positions import as_positions
+from rope_ref._rounding import FORMATS16, round_once, to_grid
 from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._typing import ROLES, Array, ArrayNamespace, Role
 from rope_ref._validation import check_choice, check_real
@@ -183,7 +191,8 @@ def rope_cos_sin(
 ) -> tuple[Array, Array]:
     r"""Cos and sin of the rotation angles, attention factor (and xPos scale) applied.
 
-    Computed in float64 and rounded once to `dtype`.
+    Computed in float64 and rounded once to `dtype` (exactly once also for float16 and
+    bfloat16, whose casts from float64 go through float32 in PyTorch, JAX and ml_dtypes).
 
     Parameters
     ----------
@@ -216,7 +225,7 @@ def rope_cos_sin(
     if pxp is not xp:
         return move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
     out_dtype = xp.float64 if dtype is None else dtype
-    return xp.astype(cos, out_dtype), xp.astype(sin, out_dtype)
+    return round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
 
 
 def tables(
@@ -252,10 +261,15 @@ def move_tables(
 ) -> tuple[Array, Array]:
     """Move host float64 tables to `xp` on `dev`, rounding once to `dtype` (float32)."""
     target = xp.float32 if dtype is None else dtype
-    return (
-        xp.asarray(np.asarray(cos, dtype=np.float64), device=dev, dtype=target),
-        xp.asarray(np.asarray(sin, dtype=np.float64), device=dev, dtype=target),
-    )
+    name = dtype_name(target)
+
+    def move(table: Array) -> Array:
+        host = np.asarray(table, dtype=np.float64)
+        if name in FORMATS16:  # onto the 16-bit grid here: the cast below is then exact
+            host = to_grid(host, name, xp=host_namespace())
+        return xp.asarray(host, device=dev, dtype=target)
+
+    return move(cos), move(sin)
 
 
 def _angles(spec: RopeSpec, p: Array, theta: NDArray[np.float64], *, xp: ArrayNamespace) -> Array:

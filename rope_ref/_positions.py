@@ -15,6 +15,7 @@ __all__ = [
     "as_positions",
     "check_offset",
     "default_positions",
+    "grid_axes",
     "lay_out",
     "normalize_seq_axis",
     "shift",
@@ -125,55 +126,85 @@ def lay_out(
 ) -> Array:
     """Reshape validated positions so their grid has ``len(lead)`` axes aligned with x.
 
+    `lead` is ``x.shape[:-1]``; where each axis of the grid goes is `grid_axes`' rule.
+    """
+    trailing = () if n_axes is None else (n_axes,)
+    grid = tuple(p.shape[: p.ndim - len(trailing)])
+    shape = _placed(grid, grid_axes(grid, lead, seq_axis), len(lead))
+    return xp.reshape(p, (*shape, *trailing))
+
+
+def grid_axes(
+    grid: tuple[int, ...], lead: tuple[int, ...], seq_axis: int | None
+) -> tuple[int, ...]:
+    """The axis of x that each axis of a position grid runs along; shapes only.
+
     `lead` is ``x.shape[:-1]``. A 1-D grid whose length is ``lead[seq_axis]`` is laid along
     `seq_axis`. A 2-D grid that fits ``(batch, seq)`` ids (HF ``position_ids``) is read
     along axis 0 and `seq_axis`, never against the trailing axes when seq and heads happen
     to match; if it also broadcasts right-aligned to a different layout while `seq_axis` is
     the last axis of `lead` (``(batch, seq)`` or ``(heads, seq)``? an image's ``(rows,
     cols)``?), it raises. Any other grid must broadcast to `lead` (right-aligned).
+
+    Examples
+    --------
+    >>> grid_axes((16,), (2, 16, 8), 1)          # 1-D along seq_axis
+    (1,)
+    >>> grid_axes((2, 8), (2, 8, 8), 1)          # (batch, seq) ids, though heads == seq
+    (0, 1)
+    >>> grid_axes((8, 8), (2, 8, 8), None)       # a full grid: right-aligned
+    (1, 2)
     """
-    trailing = () if n_axes is None else (n_axes,)
-    grid = tuple(p.shape[: p.ndim - len(trailing)])
     if seq_axis is not None and len(grid) == 1 and grid[0] == lead[seq_axis]:
-        shape = [1] * len(lead)
-        shape[seq_axis] = grid[0]
-        return xp.reshape(p, (*shape, *trailing))
+        return (seq_axis,)
     broadcasts = len(grid) <= len(lead) and all(
         g in (1, n) for g, n in zip(reversed(grid), reversed(lead), strict=False)
     )
-    padded = (1,) * (len(lead) - len(grid)) + grid
-    by_rows = _batch_seq_shape(grid, lead, seq_axis)
-    if by_rows is not None and (not broadcasts or by_rows == padded):
-        return xp.reshape(p, (*by_rows, *trailing))
-    if by_rows is not None:  # both readings fit and differ
-        if seq_axis != len(lead) - 1:  # HF ids: never broadcast against the trailing axes
-            return xp.reshape(p, (*by_rows, *trailing))
-        msg = (
-            f"`positions` of shape {grid} can be read two ways against x.shape[:-1] = {lead}: "
-            f"as (batch, seq) ids along axes 0 and {seq_axis}, or broadcast right-aligned; "
-            "give every axis explicitly (e.g. positions[:, None, :] for (batch, seq) ids)."
-        )
-        raise ValueError(msg)
+    right_aligned = tuple(range(len(lead) - len(grid), len(lead)))
+    by_rows = _batch_seq_axes(grid, lead, seq_axis)
+    if (
+        by_rows is not None
+        and broadcasts
+        and _placed(grid, by_rows, len(lead)) != _placed(grid, right_aligned, len(lead))
+    ):
+        # Both readings fit and differ: HF ids are never broadcast against trailing axes.
+        if seq_axis == len(lead) - 1:
+            msg = (
+                f"`positions` of shape {grid} can be read two ways against x.shape[:-1] = "
+                f"{lead}: as (batch, seq) ids along axes 0 and {seq_axis}, or broadcast "
+                "right-aligned; give every axis explicitly (e.g. positions[:, None, :] for "
+                "(batch, seq) ids)."
+            )
+            raise ValueError(msg)
+        return by_rows
+    if by_rows is not None:
+        return by_rows
     if not broadcasts:
         msg = (
             f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
             f"x.shape[seq_axis], or (batch, seq) ids); got a position grid of shape {grid}."
         )
         raise ValueError(msg)
-    return xp.reshape(p, (*padded, *trailing))
+    return right_aligned
 
 
-def _batch_seq_shape(
+def _placed(grid: tuple[int, ...], axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    """The shape of `grid` with its axes at `axes` of `ndim` (1 elsewhere)."""
+    shape = [1] * ndim
+    for size, axis in zip(grid, axes, strict=True):
+        shape[axis] = size
+    return tuple(shape)
+
+
+def _batch_seq_axes(
     grid: tuple[int, ...], lead: tuple[int, ...], seq_axis: int | None
 ) -> tuple[int, ...] | None:
-    """The shape that lays a ``(batch, seq)`` grid along axis 0 and `seq_axis`, if it fits."""
+    """Axes ``(0, seq_axis)`` when `grid` fits ``(batch, seq)`` ids against `lead`, else None."""
     if seq_axis is None or seq_axis == 0 or len(grid) != 2 or len(lead) < 3:
         return None
     if grid[1] != lead[seq_axis] or grid[0] not in (1, lead[0]):
         return None
-    shape = [1] * len(lead)
-    shape[0], shape[seq_axis] = grid
-    return tuple(shape)
+    return (0, seq_axis)
 
 
 def check_offset(offset: object) -> float:

@@ -13,6 +13,7 @@ offsets relative to ``rotary_start``).
 from __future__ import annotations
 
 from rope_ref._compat import device
+from rope_ref._rounding import round_once
 from rope_ref._typing import Array, ArrayNamespace, Form, Layout
 
 __all__ = ["rotate"]
@@ -32,6 +33,9 @@ def rotate(
 ) -> Array:
     """Rotate ``x[..., rotary_start:rotary_start + 2n]`` in the dtype of `cos`; round once.
 
+    The one rounding to a 16-bit `x` is exact (see `rope_ref._rounding`), not the cast
+    through float32 that PyTorch, JAX and ml_dtypes would do.
+
     `cos` and `sin` have shape broadcastable to ``x.shape[:-1] + (n,)``. Features outside
     the rotary slice are copied from `x` unchanged.
     """
@@ -46,7 +50,7 @@ def rotate(
         rotated = xp.matmul(block_matrix(cos, sin, layout=layout, xp=xp), xr[..., None])[..., 0]
     else:
         rotated = _rotate_half(xr, cos, sin, layout=layout, xp=xp)
-    rotated = xp.astype(rotated, x.dtype)
+    rotated = round_once(rotated, x.dtype, xp=xp)
     parts = [x[..., :rotary_start], rotated, x[..., stop:]]
     return xp.concat([part for part in parts if part.shape[-1] != 0], axis=-1)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from rope_ref._compat import to_numpy
@@ -15,3 +18,25 @@ def host(a) -> np.ndarray:
 def max_abs(a, b) -> float:
     a, b = host(a), host(b)
     return float(np.max(np.abs(a - b))) if a.size else 0.0
+
+
+#: (fraction bits, smallest normal exponent, largest exponent)
+FORMATS = {"float16": (10, -14, 15), "bfloat16": (7, -126, 127)}
+
+
+def exact_round(value: float, name: str) -> float:
+    """`value` rounded to nearest even in format `name`, by rational arithmetic."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    bits, min_exponent, max_exponent = FORMATS[name]
+    a = abs(Fraction(value))
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    spacing = Fraction(2) ** (max(e, min_exponent) - bits)
+    rounded = round(a / spacing) * spacing  # Fraction rounds half to even
+    largest = (2 - Fraction(2) ** -bits) * Fraction(2) ** max_exponent
+    result = math.inf if rounded > largest else float(rounded)
+    return math.copysign(result, value)

@@ -132,3 +132,30 @@ def test_sequences_in_turn_rotate_at_their_own_positions():
             at = seq * SEQUENCE_SPACING + (seq * BLOCK) // n + token
             want = rr.apply_rope(x, spec, np.array([float(at)]), seq_axis=-3)
             np.testing.assert_array_equal(run(), want)
+
+
+def test_gpu_host_preset_times_the_gpu_path_without_a_gpu(capsys):
+    """The host work of a repeated decode call, NumPy stand-ins, launches recorded."""
+    report = run_json(capsys, "--preset", "gpu-host", "--rounds", "2")
+    rows = {r["name"]: r for r in report["results"]}
+    assert set(rows) == {
+        "apply_rope_qk, positions on the device",
+        "apply_rope_qk, offset (default positions)",
+        "stand-in floor: addresses of 5 NumPy arrays",
+    }
+    for r in rows.values():
+        assert r["case"] == {
+            "shape": [32, 1, 32, 128], "dtype": "bfloat16", "device": "host", "qk": True,
+            "sequences": 0, "k_heads": 8, "device_positions": True,
+        }  # fmt: skip
+        assert r["median_s"] > 0
+        assert r["samples"] == 2
+
+
+def test_gqa_cases_count_the_bytes_of_both_tensors():
+    from rope_ref._bench import Case
+
+    case = Case((4, 4096, 32, 128), "bfloat16", "gpu", qk=True, k_heads=8)
+    q_bytes, k_bytes = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
+    assert case.moved == 2 * (q_bytes + k_bytes)  # each read once and written once
+    assert case.label == "4x4096x32x128 bfloat16 q+k (32/8 heads) (gpu)"

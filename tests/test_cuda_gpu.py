@@ -1,10 +1,11 @@
-"""The CuPy CUDA kernel on a real GPU: ``pytest -m gpu`` on a machine with CuPy and a device.
+"""The CUDA kernel on a real GPU: ``pytest -m gpu`` on a machine with CuPy and a device.
 
 Skipped cleanly without CuPy or without a usable CUDA device. Checks, for every dtype and
 layout over the geometry cases of the host tests: the public API with ``backend="cupy"`` (and
 ``"auto"``) against the float64 reference within the kernel's error model; in-place ``out=``;
 queries and keys through ``apply_rope_qk``; bit-for-bit agreement with the host emulation of
-the same thread body (when nvcc is present); tensors of more than 2**31 elements.
+the same thread body (when nvcc is present); tensors of more than 2**31 elements. PyTorch,
+JAX, streams and CUDA graphs: ``test_cuda_gpu_interop.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import rope_ref as rr
 from tests.cuda_host import emulation
 from tests.cuda_host.cases import CASES, DTYPES, LAYOUTS, assert_error_model, random_x, tables
+from tests.cuda_host.devices import to_host
 
 pytestmark = pytest.mark.gpu
 
@@ -40,10 +42,10 @@ def kernel():
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+def harness():
     if emulation.nvcc() is None:
         pytest.skip("nvcc is not on PATH: no host emulation to compare bits with")
-    return emulation.Harness(emulation.build(tmp_path_factory.mktemp("cuda_gpu")))
+    return emulation.shared_harness()
 
 
 def gpu_view_like(host_case_x):
@@ -75,22 +77,23 @@ def test_kernel_matches_reference(kernel, np_rng, case, layout, dtype_name):
         rotary_start=spec.rotary_start, inverse=False,
     )  # fmt: skip
     assert isinstance(out, cp.ndarray)
-    assert_error_model(cp.asnumpy(out), x, spec, positions)
+    assert_error_model(to_host(out), x, spec, positions)
 
 
 @pytest.mark.parametrize("case", ["bshd", "partial", "misaligned", "many_axes"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype_name", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype_name", DTYPES)
 @pytest.mark.parametrize("backend", ["cupy", "auto"])
 def test_public_api(np_rng, case, layout, dtype_name, backend):
+    supported(dtype_name)
     x, positions, spec, _ = CASES[case](np_rng, DTYPES[dtype_name], layout)
     x_gpu = gpu_view_like(x)
     y = rr.apply_rope(x_gpu, spec, cp.asarray(positions), backend=backend)
     assert isinstance(y, cp.ndarray)
     assert y.dtype == x_gpu.dtype
-    assert_error_model(cp.asnumpy(y), x, spec, positions)
+    assert_error_model(to_host(y), x, spec, positions)
     inverse = rr.apply_rope(x_gpu, spec, cp.asarray(positions), backend=backend, inverse=True)
-    assert_error_model(cp.asnumpy(inverse), x, spec, positions, inverse=True)
+    assert_error_model(to_host(inverse), x, spec, positions, inverse=True)
     same = rr.apply_rope(x_gpu, spec, cp.asarray(positions), backend="cupy")
     assert bool(cp.all(same.view(cp.uint8) == y.view(cp.uint8)))
 
@@ -102,7 +105,7 @@ def test_in_place(np_rng, case, dtype_name):
     x_gpu = gpu_view_like(x)
     y = rr.apply_rope(x_gpu, spec, cp.asarray(positions), backend="cupy", out=x_gpu)
     assert y is x_gpu
-    assert_error_model(cp.asnumpy(x_gpu), x, spec, positions)
+    assert_error_model(to_host(x_gpu), x, spec, positions)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -113,8 +116,8 @@ def test_queries_and_keys(np_rng, layout, dtype_name):
     k = random_x(np_rng, (2, 9, 8, 128), dtype)  # 9 cached keys, 8 key heads
     spec = rr.RopeSpec(head_dim=128, layout=layout, base=500000.0)
     q2, k2 = rr.apply_rope_qk(cp.asarray(q), cp.asarray(k), spec, seq_axis=-3, backend="cupy")
-    assert_error_model(cp.asnumpy(q2), q, spec, np.full((1, 1, 1), 8))
-    assert_error_model(cp.asnumpy(k2), k, spec, np.arange(9).reshape(1, 9, 1))
+    assert_error_model(to_host(q2), q, spec, np.full((1, 1, 1), 8))
+    assert_error_model(to_host(k2), k, spec, np.arange(9).reshape(1, 9, 1))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -131,11 +134,11 @@ def test_bitwise_equal_to_host_emulation(kernel, harness, np_rng, case, layout, 
         rotary_start=spec.rotary_start, inverse=False,
     )  # fmt: skip
     bits = np.dtype(f"u{x.dtype.itemsize}")
-    np.testing.assert_array_equal(cp.asnumpy(gpu).view(bits), host.view(bits))
+    np.testing.assert_array_equal(to_host(gpu).view(bits), host.view(bits))
 
 
 def test_numpy_input_is_refused():
-    with pytest.raises(TypeError, match="`x` must be a CuPy array for backend='cupy'"):
+    with pytest.raises(TypeError, match=r"`x` must be a CUDA array \(CuPy, PyTorch CUDA or JAX"):
         rr.apply_rope(np.ones((4, 8), dtype=np.float32), backend="cupy")
 
 
@@ -153,5 +156,5 @@ def test_more_than_2_to_the_31_elements(np_rng):
     rr.apply_rope(x, spec, seq_axis=-3, backend="cupy", out=x)
     for b, s in [(0, 0), (8, 2049), (16, 4095)]:
         expected_input = rows[s % 4][None]
-        got = cp.asnumpy(x[b, s])[None]
+        got = to_host(x[b, s])[None]
         assert_error_model(got, expected_input, spec, np.full((1, 1), s))

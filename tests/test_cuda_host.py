@@ -33,10 +33,10 @@ pytestmark = pytest.mark.cuda_host
 
 
 @pytest.fixture(scope="session")
-def harness(tmp_path_factory):
+def harness():
     if emulation.nvcc() is None:
         pytest.skip("nvcc is not on PATH")
-    return emulation.Harness(emulation.build(tmp_path_factory.mktemp("cuda_host")))
+    return emulation.shared_harness()
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_q_and_k_in_one_launch(harness, np_rng, layout, dtype_name):
     harness.launches.clear()
     q_out, k_out = harness.rotate([(q, cq, sq, None), (k, ck, sk, None)], layout=layout)
     assert len(harness.launches) == 1
-    assert harness.launches[0].params[-6] == 2  # n_tensors
+    assert harness.launches[0].fields["n_tensors"] == 2
     assert_error_model(q_out, q, spec, q_pos)
     assert_error_model(k_out, k, spec, k_pos)
 

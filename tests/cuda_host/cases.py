@@ -55,11 +55,12 @@ def ulp16(values, name):
     return np.exp2(np.maximum(np.floor(np.log2(v)), emin) - bits)
 
 
-def assert_error_model(out, x, spec, positions, *, inverse=False):
+def assert_error_model(out, x, spec, positions, *, inverse=False, seq_len=None, role=None):
     """out is within the kernel's error model of the float64 reference; pass-through exact."""
     name = x.dtype.name
     x64 = x.astype(np.float64)
-    y64 = rr.apply_rope(x64, spec, positions, inverse=inverse, backend="reference")
+    options = {"inverse": inverse, "seq_len": seq_len, "role": role}
+    y64 = rr.apply_rope(x64, spec, positions, **options)
     got = np.asarray(out).astype(np.float64)
     n, start = spec.n_pairs, spec.rotary_start
     m = pair_magnitude(x64, spec.layout, start, n)
@@ -74,7 +75,7 @@ def assert_error_model(out, x, spec, positions, *, inverse=False):
     worst = np.unravel_index(np.argmax(err - bound[..., rotated]), err.shape) if err.size else ()
     assert np.all(err <= bound[..., rotated]), (name, worst, err[worst], bound[..., rotated][worst])
     if name == "float16":  # and at most one float16 ulp from the reference's own float16 result
-        y16 = rr.apply_rope(x, spec, positions, inverse=inverse).astype(np.float64)
+        y16 = rr.apply_rope(x, spec, positions, **options).astype(np.float64)
         assert np.all(np.abs(got - y16) <= ulp16(np.maximum(np.abs(y16), np.abs(got)), name))
     bits = np.dtype(f"u{x.dtype.itemsize}")
     keep = np.r_[0:start, start + 2 * n : x.shape[-1]]

@@ -8,9 +8,11 @@ compiled for the CPU.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,7 +24,12 @@ HARNESS = Path(__file__).with_name("harness.cu")
 
 def launcher() -> ModuleType:
     """The CuPy launcher module (importing it does not import CuPy)."""
-    return importlib.import_module("rope_ref.backends.cupy_cuda")
+    return backend_module("cupy_cuda")
+
+
+def backend_module(name: str) -> ModuleType:
+    """``rope_ref.backends.<name>`` (none of them imports CuPy)."""
+    return importlib.import_module(f"rope_ref.backends.{name}")
 
 
 def nvcc() -> str | None:
@@ -48,13 +55,20 @@ def build(outdir: Path) -> Path:
     return library
 
 
+@functools.cache
+def shared_harness() -> Harness:
+    """One build of the harness per test process (tests of several modules share it)."""
+    return Harness(build(Path(tempfile.mkdtemp(prefix="rope_cuda_host_"))))
+
+
 class Harness:
     """ctypes front end of the compiled harness."""
 
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))
         ll, vp = ctypes.c_longlong, ctypes.c_void_p
-        lib.rope_host_launch.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, vp, ll, ll]
+        ci = ctypes.c_int
+        lib.rope_host_launch.argtypes = [ci, ci, ci, ci, vp, ll, ll]
         lib.rope_host_locate.argtypes = [vp, ll, ll, ll, vp]
         lib.rope_host_params_size.restype = ll
         lib.rope_host_offsets.argtypes = [vp, ll]
@@ -66,13 +80,13 @@ class Harness:
         self.launches: list[Any] = []
 
     def launch(self, plan: Any) -> None:
-        """Run every block and thread of `plan`'s grid on the CPU."""
+        """Run every block and thread of `plan`'s grid on the CPU (either kernel)."""
         self.launches.append(plan)
         element = list(launcher().ELEMENT_TYPES.values()).index(plan.element)
         params = np.ascontiguousarray(plan.params)
         rc = self.lib.rope_host_launch(
-            element, int(plan.interleaved), int(plan.vector), params.ctypes.data,
-            plan.grid, plan.block,
+            int(plan.kernel == "rope_gather_kernel"), element, int(plan.interleaved),
+            int(plan.vector), params.ctypes.data, plan.grid, plan.block,
         )  # fmt: skip
         assert rc == 0
 
@@ -114,3 +128,20 @@ class Harness:
             jobs, layout=layout, rotary_start=rotary_start, inverse=inverse, xp=np,
             launch=self.launch,
         )  # fmt: skip
+
+
+def guarded_host(launch: Any) -> Any:
+    """A NumPy stand-in whose device tables sit between rows of NaN.
+
+    A kernel that read one row (or one inverse frequency) outside a table would turn its
+    output into NaN, which every comparison with the reference catches.
+    """
+    base = backend_module("cuda_arrays").HostStandIn
+
+    class GuardedHost(base):  # type: ignore[misc, valid-type]
+        def upload(self, host: np.ndarray, like: Any) -> np.ndarray:
+            pad = [(4, 4)] + [(0, 0)] * (host.ndim - 1)
+            guarded = np.pad(host, pad, constant_values=np.nan)
+            return guarded[4 : 4 + host.shape[0]]
+
+    return GuardedHost(launch=launch)

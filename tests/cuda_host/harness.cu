@@ -7,25 +7,38 @@
 
 namespace {
 
-template <class T, bool INTERLEAVED, bool VECTOR>
+// Every thread of the grid of rope_kernel (GATHER false) or rope_gather_kernel (true).
+template <class T, bool INTERLEAVED, bool VECTOR, bool GATHER>
 void run_grid(const RopeParams& p, long long grid, long long block) {
   for (long long b = 0; b < grid; ++b) {
-    const RopeTensor& t = p.t[rope_tensor_of_block(p, b)];
+    const int tensor = rope_tensor_of_block(p, b);
+    const RopeTensor& t = p.t[tensor];
     for (long long thread = 0; thread < block; ++thread) {
-      rope_thread_of<T, INTERLEAVED, VECTOR>(p, t, b, thread, block);
+      if (GATHER) {
+        rope_gather_thread_of<T, INTERLEAVED, VECTOR>(p, t, tensor, b, thread, block);
+      } else {
+        rope_thread_of<T, INTERLEAVED, VECTOR>(p, t, b, thread, block);
+      }
     }
   }
 }
 
-template <class T>
-int run_element(const RopeParams& p, int interleaved, int vector, long long grid, long long block) {
+template <class T, bool GATHER>
+void run_kernel(const RopeParams& p, int interleaved, int vector, long long grid, long long block) {
   if (interleaved) {
-    if (vector) run_grid<T, true, true>(p, grid, block);
-    else run_grid<T, true, false>(p, grid, block);
+    if (vector) run_grid<T, true, true, GATHER>(p, grid, block);
+    else run_grid<T, true, false, GATHER>(p, grid, block);
   } else {
-    if (vector) run_grid<T, false, true>(p, grid, block);
-    else run_grid<T, false, false>(p, grid, block);
+    if (vector) run_grid<T, false, true, GATHER>(p, grid, block);
+    else run_grid<T, false, false, GATHER>(p, grid, block);
   }
+}
+
+template <class T>
+int run_element(const RopeParams& p, int gather, int interleaved, int vector, long long grid,
+                long long block) {
+  if (gather) run_kernel<T, true>(p, interleaved, vector, grid, block);
+  else run_kernel<T, false>(p, interleaved, vector, grid, block);
   return 0;
 }
 
@@ -33,14 +46,15 @@ int run_element(const RopeParams& p, int interleaved, int vector, long long grid
 
 extern "C" {
 
-// element: index into ("rope_f16", "rope_bf16", "float", "double").
-int rope_host_launch(int element, int interleaved, int vector, const RopeParams* p,
+// element: index into ("rope_f16", "rope_bf16", "float", "double"); gather: 1 runs the
+// gather kernel's threads, 0 the strided-table kernel's.
+int rope_host_launch(int gather, int element, int interleaved, int vector, const RopeParams* p,
                      long long grid, long long block) {
   switch (element) {
-    case 0: return run_element<rope_f16>(*p, interleaved, vector, grid, block);
-    case 1: return run_element<rope_bf16>(*p, interleaved, vector, grid, block);
-    case 2: return run_element<float>(*p, interleaved, vector, grid, block);
-    case 3: return run_element<double>(*p, interleaved, vector, grid, block);
+    case 0: return run_element<rope_f16>(*p, gather, interleaved, vector, grid, block);
+    case 1: return run_element<rope_bf16>(*p, gather, interleaved, vector, grid, block);
+    case 2: return run_element<float>(*p, gather, interleaved, vector, grid, block);
+    case 3: return run_element<double>(*p, gather, interleaved, vector, grid, block);
     default: return -1;
   }
 }
@@ -93,6 +107,14 @@ long long rope_host_offsets(long long* result, long long capacity) {
       offsetof(RopeParams, rotary_start),
       offsetof(RopeParams, rot_chunks),
       offsetof(RopeParams, inverse),
+      offsetof(RopeParams, positions[0]),
+      offsetof(RopeParams, positions[1]),
+      offsetof(RopeParams, position_type[0]),
+      offsetof(RopeParams, position_type[1]),
+      offsetof(RopeParams, position_offset),
+      offsetof(RopeParams, capacity),
+      offsetof(RopeParams, inv_freq),
+      offsetof(RopeParams, factor),
   };
   const long long count = static_cast<long long>(sizeof(offsets) / sizeof(offsets[0]));
   for (long long i = 0; i < count && i < capacity; ++i) result[i] = static_cast<long long>(offsets[i]);

@@ -1,0 +1,378 @@
+"""The arrays the CUDA kernel takes, read without a copy, and the launch on their stream.
+
+One small adapter per kind of array says what the planner needs (a `Desc`: address, shape,
+byte strides, dtype), which device it lives on, how to allocate like it and on which stream
+its work runs:
+
+========  ==========================================  ===============================
+kind      read through                                 stream and allocations
+========  ==========================================  ===============================
+CuPy      ``data.ptr``, ``strides``                    CuPy's current stream and pool
+PyTorch   ``data_ptr()``, ``stride()`` (CUDA tensors)  ``torch.cuda.current_stream``,
+                                                       torch's caching allocator
+JAX       DLPack, as a CuPy view (GPU arrays)          CuPy's current stream; results
+                                                       handed back through DLPack
+NumPy     ``__array_interface__``                      stand-ins for the host
+                                                       emulation (`stand_in`)
+========  ==========================================  ===============================
+
+Importing this module imports neither CuPy nor PyTorch; an adapter is made the first time
+its kind of array is seen (and only when CuPy can be imported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.resources
+import importlib.util
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .cuda_plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, describe_numpy, dtype_name
+
+__all__ = [
+    "Arrays",
+    "HostStandIn",
+    "arrays_for",
+    "kernel_source",
+    "on_device",
+    "serve",
+    "stand_in",
+]
+
+_PARAMS_STRUCT = np.dtype([("fields", np.int64, (len(PARAM_FIELDS),))])
+
+
+class Arrays:
+    """What the launcher needs of one kind of array (the base: CuPy arrays).
+
+    Attributes
+    ----------
+    kind : str
+        ``"cupy"``, ``"torch"``, ``"jax"`` or ``"host"``.
+    xp : module
+        The module whose arrays `launchable` returns (CuPy, or NumPy for the stand-ins).
+    """
+
+    kind = "cupy"
+
+    def __init__(self) -> None:
+        self.xp = importlib.import_module("cupy")
+
+    def describe(self, a: Any) -> Desc | None:
+        """The `Desc` of `a`, or None if `a` is not on a CUDA device."""
+        return Desc(a.data.ptr, a.shape, a.strides, dtype_name(a.dtype), a.itemsize)
+
+    def device(self, a: Any) -> int:
+        """CUDA device ordinal of `a`."""
+        return int(a.device.id)
+
+    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
+        """A new C-contiguous array of `like`'s kind, dtype and device (current device)."""
+        return self.xp.empty(shape, dtype=like.dtype)
+
+    def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
+        """A copy of `host` on `like`'s device, of `like`'s kind (for the table cache).
+
+        The copy is complete on return, so that any stream may read it.
+        """
+        copy = self.xp.asarray(host)
+        self.xp.cuda.get_current_stream().synchronize()
+        return copy
+
+    def usable(self, a: Any) -> bool:
+        """Whether `a` is an array in CUDA memory that this adapter can serve."""
+        return True
+
+    def stream(self, a: Any) -> Any:
+        """The CuPy stream the work on `a` belongs to."""
+        return self.xp.cuda.get_current_stream()
+
+    def capturing(self, stream: Any) -> bool:
+        """Whether `stream` is capturing a CUDA graph."""
+        return bool(stream.is_capturing())
+
+    def launchable(self, a: Any) -> Any:
+        """`a` as an array of `xp` sharing its memory."""
+        return a
+
+    def result(self, a: Any) -> Any:
+        """An output allocated by `empty`, as the caller's kind of array."""
+        return a
+
+    def launch(self, plan: Launch, stream: Any) -> None:
+        """Run `plan` on `stream` (current device)."""
+        function = _function(self.xp, plan.kernel, plan.name)
+        function((plan.grid,), (plan.block,), (plan.params.view(_PARAMS_STRUCT),), stream=stream)
+
+
+class _TorchArrays(Arrays):
+    """PyTorch CUDA tensors: read in place, allocated by torch, on torch's current stream."""
+
+    kind = "torch"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.torch = importlib.import_module("torch")
+        self._streams: dict[int, Any] = {}
+        self._dtypes: dict[Any, str] = {}
+        # torch.cuda.current_stream(device).cuda_stream builds a Stream object per call;
+        # the raw handle (what Triton's launcher reads too) costs a fraction of that.
+        self._current_stream: Callable[[int], int] = getattr(
+            self.torch._C, "_cuda_getCurrentRawStream",
+            lambda device: self.torch.cuda.current_stream(device).cuda_stream,
+        )  # fmt: skip
+
+    def describe(self, a: Any) -> Desc | None:
+        if not a.is_cuda or (a.requires_grad and self.torch.is_grad_enabled()):
+            return None  # a CPU tensor, or one whose gradient the kernel would not record
+        item = a.element_size()
+        dtype = self._dtypes.get(a.dtype)
+        if dtype is None:
+            dtype = self._dtypes.setdefault(a.dtype, str(a.dtype).removeprefix("torch."))
+        return Desc(a.data_ptr(), tuple(a.shape), tuple(s * item for s in a.stride()), dtype, item)
+
+    def device(self, a: Any) -> int:
+        return int(a.get_device())
+
+    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
+        return self.torch.empty(shape, dtype=like.dtype, device=like.device)
+
+    def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
+        return self.torch.from_numpy(host).to(device=like.device)  # synchronous from pageable
+
+    def usable(self, a: Any) -> bool:
+        return bool(a.is_cuda)
+
+    def stream(self, a: Any) -> Any:
+        ptr = self._current_stream(a.get_device())
+        found = self._streams.get(ptr)
+        if found is None:
+            if len(self._streams) > 64:  # streams come and go; the wrappers own nothing
+                self._streams.clear()
+            found = self._streams[ptr] = _external_stream(self.xp, ptr)
+        return found
+
+    def launchable(self, a: Any) -> Any:
+        # Zero-copy, on a's stream (the caller made it CuPy's current stream); detach():
+        # DLPack refuses tensors that require grad (the caller checked none records any).
+        return self.xp.from_dlpack(a.detach())
+
+
+class _JaxArrays(Arrays):
+    """JAX arrays on one GPU: DLPack views in, DLPack views of CuPy results out."""
+
+    kind = "jax"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jax_dlpack = importlib.import_module("jax.dlpack")
+
+    def describe(self, a: Any) -> Desc | None:
+        return None  # read through `launchable` (a CuPy view) instead
+
+    def device(self, a: Any) -> int:
+        (device,) = a.devices()
+        return int(device.id)
+
+    def usable(self, a: Any) -> bool:
+        try:
+            devices = a.devices()
+        except Exception:  # a tracer: no buffer to share
+            return False
+        return len(devices) == 1 and next(iter(devices)).platform == "gpu"
+
+    def launchable(self, a: Any) -> Any:
+        return self.xp.from_dlpack(a)
+
+    def result(self, a: Any) -> Any:
+        return self.jax_dlpack.from_dlpack(a)
+
+
+class HostStandIn(Arrays):
+    """NumPy arrays standing in for device arrays; `launch` runs a given callable.
+
+    The host emulation of the kernel (tests) and ``rope-ref bench --preset gpu-host`` use it
+    to run every step of a GPU call but the launch itself on the CPU.
+
+    Parameters
+    ----------
+    launch : callable
+        Called with each `Launch`.
+    """
+
+    kind = "host"
+
+    def __init__(self, launch: Callable[[Launch], object]) -> None:
+        self.xp = np
+        self._launch = launch
+        #: Pretend a CUDA graph is being captured (to test what a capture may not do).
+        self.capture = False
+
+    describe = staticmethod(describe_numpy)
+
+    def device(self, a: Any) -> int:
+        """Always 0: the host."""
+        return 0
+
+    def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
+        """``np.empty`` of `like`'s dtype."""
+        return np.empty(shape, dtype=like.dtype)
+
+    def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
+        """A copy of `host`."""
+        return np.array(host)
+
+    def stream(self, a: Any) -> Any:
+        """None: there are no streams."""
+        return None
+
+    def capturing(self, stream: Any) -> bool:
+        """The `capture` flag."""
+        return self.capture
+
+    def launch(self, plan: Launch, stream: Any) -> None:
+        """Hand `plan` to the callable given at construction."""
+        self._launch(plan)
+
+
+# ---- which adapter serves an array --------------------------------------------------------
+
+_ADAPTERS: dict[str, type[Arrays]] = {"cupy": Arrays, "torch": _TorchArrays, "jax": _JaxArrays}
+_BY_TYPE: dict[type, Arrays | None] = {}
+_LOCK = threading.Lock()
+
+
+def arrays_for(a: object) -> Arrays | None:
+    """The adapter for `a`'s kind of array, or None (NumPy, or CuPy not installed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> arrays_for(np.zeros(3)) is None
+    True
+    """
+    try:
+        return _BY_TYPE[type(a)]
+    except KeyError:
+        pass
+    package = type(a).__module__.split(".")[0]
+    kind = {"cupy": "cupy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(package)
+    adapter = _adapter(kind) if kind is not None and _cupy_installed() else None
+    with _LOCK:
+        return _BY_TYPE.setdefault(type(a), adapter)
+
+
+@functools.cache
+def _adapter(kind: str) -> Arrays:
+    return _ADAPTERS[kind]()
+
+
+@functools.cache
+def _cupy_installed() -> bool:
+    return importlib.util.find_spec("cupy") is not None
+
+
+def serve(array_type: type, adapter: Arrays | None) -> None:
+    """Serve arrays of exactly `array_type` by `adapter` (None: by what serves them usually)."""
+    with _LOCK:
+        if adapter is None:
+            _BY_TYPE.pop(array_type, None)
+        else:
+            _BY_TYPE[array_type] = adapter
+
+
+@contextlib.contextmanager
+def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
+    """Let NumPy arrays stand in for device arrays, served by `adapter`, inside the block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with stand_in(HostStandIn(launch=print)) as host:
+    ...     arrays_for(np.zeros(3)) is host
+    True
+    >>> arrays_for(np.zeros(3)) is None
+    True
+    """
+    with _LOCK:
+        before = _BY_TYPE.get(np.ndarray)
+    serve(np.ndarray, adapter)
+    try:
+        yield adapter
+    finally:
+        serve(np.ndarray, before)
+
+
+def on_device(adapter: Arrays, device: int) -> contextlib.AbstractContextManager[Any]:
+    """A block that runs with `device` current for CuPy (nothing to do when it is)."""
+    if adapter.kind == "host" or adapter.xp.cuda.runtime.getDevice() == device:
+        return _NOTHING
+    return adapter.xp.cuda.Device(device)  # type: ignore[no-any-return]
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+# ---- the CuPy side ------------------------------------------------------------------------
+
+
+def kernel_source() -> str:
+    """The CUDA source handed to NVRTC: rope.cu with rope.cuh pasted in place of its include.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> "#include" in kernel_source()
+    False
+    """
+    files = importlib.resources.files("rope_ref.backends")
+    header = files.joinpath("rope.cuh").read_text(encoding="utf-8")
+    source = files.joinpath("rope.cu").read_text(encoding="utf-8")
+    return source.replace('#include "rope.cuh"', header, 1)
+
+
+@functools.cache
+def _module(cp: ModuleType, kernel: str) -> Any:
+    # One NVRTC compile per kernel (its 16 variants), on first use; CuPy caches the binary
+    # per device and on disk.
+    return cp.RawModule(code=kernel_source(), name_expressions=KERNEL_NAMES[kernel])
+
+
+_FUNCTIONS: dict[tuple[int, str], Any] = {}
+
+
+def _function(cp: ModuleType, kernel: str, name: str) -> Any:
+    """The loaded kernel `name` on the current device (cached: no lookup per launch)."""
+    key = (cp.cuda.runtime.getDevice(), name)
+    found = _FUNCTIONS.get(key)
+    if found is None:
+        assert kernel in KERNELS
+        found = _FUNCTIONS[key] = _module(cp, kernel).get_function(name).kernel
+    return found
+
+
+def _external_stream(cp: ModuleType, ptr: int) -> Any:
+    """A CuPy stream for a foreign stream handle (``Stream.from_external`` from CuPy 14)."""
+    if hasattr(cp.cuda.Stream, "from_external"):
+        return cp.cuda.Stream.from_external(_StreamHandle(ptr))
+    return cp.cuda.ExternalStream(ptr)
+
+
+class _StreamHandle:
+    """The CUDA stream protocol for a raw handle."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)

@@ -1,0 +1,461 @@
+"""The short road from ``apply_rope`` / ``apply_rope_qk`` to the CUDA kernel.
+
+``rope_ref.apply_rope(x, ..., backend="cupy" or "auto")`` hands its arguments here first
+when `x` is a CUDA array (CuPy, a PyTorch CUDA tensor, a JAX GPU array). This path takes
+the calls that need no host work but a few dictionary lookups:
+
+- positions None: ``offset + arange(S)`` with an integer ``offset >= 0`` reads rows of the
+  device table cache in place (the table kernel);
+- positions on the device (an array of x's kind, int32, int64, float32 or float64), with an
+  integer offset: the gather kernel reads each position and takes its cached row, or
+  computes the tables of a position that has none, on the device. Nothing is read back to
+  the host, so such a call can be captured in a CUDA graph.
+
+The spec must have no xPos and no sections, and a length-dependent scaling needs an
+explicit seq_len. Anything else, including every invalid argument, returns None: the
+general path then validates, raises the documented errors, or builds the tables itself.
+
+A call is checked once per *signature* (its kind of arrays, shapes, strides, dtypes,
+devices, spec, axis and options); a repeated call looks its signature up, and then only
+allocates the outputs, copies the cached launch words and writes this call's addresses
+and offset into them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from rope_ref._positions import grid_axes
+from rope_ref._spec import RopeSpec
+
+from .cuda_arrays import Arrays, arrays_for, on_device
+from .cuda_plan import (
+    ELEMENT_TYPES,
+    PARAM_FIELDS,
+    POSITION_TYPES,
+    VECTOR_BYTES,
+    Desc,
+    Gather,
+    Job,
+    Launch,
+    NeedsCopy,
+    overlap,
+    plan,
+)
+from .cuda_tables import DeviceTables, device_tables, length_dependent
+
+__all__ = ["apply", "apply_qk", "clear"]
+
+#: (spec, prepared call or None) by signature (cleared when it grows past `MAX_SIGNATURES`).
+_prepared: dict[Hashable, tuple[object, _Prepared | None]] = {}
+MAX_SIGNATURES = 1024
+
+
+def apply(
+    x: Any,
+    spec: object,
+    positions: Any,
+    *,
+    offset: object,
+    seq_axis: object,
+    inverse: object,
+    seq_len: object,
+    out: Any,
+) -> Any | None:
+    """`apply_rope` of one CUDA array by the kernel, or None to take the general path."""
+    arrays = arrays_for(x)
+    if arrays is None or (out is not None and type(out) is not type(x)):
+        return None
+    if arrays.kind == "jax":
+        if out is not None or not arrays.usable(x):
+            return None  # not on one GPU, or out= (JAX arrays are immutable)
+        return _through_cupy(
+            arrays, apply, x, spec, positions, offset=offset, seq_axis=seq_axis,
+            inverse=inverse, seq_len=seq_len, out=None,
+        )  # fmt: skip
+    descs = _describe(arrays, [x], [positions])
+    if descs is None:
+        return None
+    out_desc = None
+    if out is not None:
+        out_desc, x_desc = arrays.describe(out), descs[0]
+        if out_desc is None or x_desc is None or out_desc[1:4:2] != x_desc[1:4:2]:
+            return None  # not a CUDA array, or not of x's shape and dtype
+        if out_desc.ptr != x_desc.ptr and overlap(out_desc, x_desc):
+            return None  # a partial overlap: the general path says so
+    results = _run(arrays, [x, positions, out], descs, spec, offset, seq_axis, inverse, seq_len,
+                   [out_desc])  # fmt: skip
+    return None if results is None else results[0]
+
+
+def apply_qk(
+    q: Any,
+    k: Any,
+    spec: object,
+    positions: Any,
+    k_positions: Any,
+    *,
+    offset: object,
+    seq_axis: object,
+    inverse: object,
+    seq_len: object,
+) -> tuple[Any, Any] | None:
+    """`apply_rope_qk` of two CUDA arrays in one launch, or None to take the general path."""
+    arrays = arrays_for(q)
+    if arrays is None or type(k) is not type(q):
+        return None
+    if positions is None and k_positions is not None:
+        return None
+    if arrays.kind == "jax":
+        if not (arrays.usable(q) and arrays.usable(k)):
+            return None
+        pair: tuple[Any, Any] | None = _through_cupy(
+            arrays, apply_qk, q, k, spec, positions, k_positions, offset=offset,
+            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+        )  # fmt: skip
+        return pair
+    if k_positions is None:
+        k_positions = positions
+    descs = _describe(arrays, [q, k], [positions, k_positions])
+    if descs is None:
+        return None
+    results = _run(arrays, [q, k, positions, k_positions], descs, spec, offset, seq_axis,
+                   inverse, seq_len, [None, None])  # fmt: skip
+    return None if results is None else (results[0], results[1])
+
+
+def clear() -> None:
+    """Forget every prepared call (for tests)."""
+    _prepared.clear()
+
+
+def _through_cupy(arrays: Arrays, function: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run `function` on CuPy views of JAX arrays (DLPack), hand the results back to JAX."""
+    kind = type(args[0])
+    converted = [arrays.launchable(a) if type(a) is kind and arrays.usable(a) else a for a in args]
+    result = function(*converted, **kwargs)
+    if result is None:
+        return None
+    if isinstance(result, tuple):
+        return tuple(arrays.result(r) for r in result)
+    return arrays.result(result)
+
+
+def _describe(arrays: Arrays, xs: list[Any], positions: list[Any]) -> list[Desc | None] | None:
+    """Descriptors of the xs, then of their positions (None: the default positions)."""
+    descs: list[Desc | None] = [arrays.describe(x) for x in xs]
+    previous: Any = None
+    for p in positions:
+        if p is None:
+            descs.append(None)
+        elif type(p) is not type(xs[0]):
+            return None  # host positions: the general path lays them out
+        elif p is previous:
+            descs.append(descs[-1])  # queries' and keys' positions: one array
+        else:
+            descs.append(arrays.describe(p))
+            if descs[-1] is None:
+                return None
+        previous = p
+    return None if None in descs[: len(xs)] else descs
+
+
+def _run(
+    arrays: Arrays,
+    given: list[Any],
+    descs: list[Desc | None],
+    spec: object,
+    offset: object,
+    seq_axis: object,
+    inverse: object,
+    seq_len: object,
+    out_descs: list[Desc | None],
+) -> list[Any] | None:
+    """Look the call's signature up (checking it the first time), then run it.
+
+    `given` is the xs, then their positions and (for `apply`) out, None where not given.
+    """
+    if type(seq_axis) is not int or type(inverse) is not bool or type(seq_len) not in _SEQ_LENS:
+        return None
+    n = len(out_descs)
+    signature = (
+        arrays, id(spec), seq_axis, inverse, seq_len, type(offset),
+        tuple([None if d is None else d[1:4] for d in descs]),  # shape, strides, dtype
+        tuple([None if d is None else (*d[1:4], d.ptr == x.ptr)  # type: ignore[union-attr]
+               for d, x in zip(out_descs, descs, strict=False)]),
+        tuple([None if a is None else arrays.device(a) for a in given]),
+    )  # fmt: skip
+    found = _prepared.get(signature)
+    if found is None or found[0] is not spec:
+        devices = signature[-1]
+        prepared = _Prepared.check(descs, spec, seq_axis, inverse, seq_len, devices=devices)
+        if len(_prepared) >= MAX_SIGNATURES:
+            _prepared.clear()
+        _prepared[signature] = (spec, prepared)  # `spec` kept alive: its id stays its own
+    else:
+        prepared = found[1]
+    if prepared is None:
+        return None
+    outs = given[2 * n :] or [None] * n
+    return prepared.run(arrays, given[:n], descs, offset, outs, out_descs)
+
+
+_SEQ_LENS = (type(None), int, float)
+_LIMIT = 2**53
+
+
+class _Prepared:
+    """What a signature's calls share: the validated spec, layout and the launch words."""
+
+    def __init__(
+        self,
+        spec: RopeSpec,
+        seq_len: float | None,
+        inverse: bool,
+        axes: list[int],
+        lengths: list[int],
+        positions: list[Desc] | None,
+        compute: str,
+        device: int,
+    ) -> None:
+        self.spec, self.seq_len, self.inverse = spec, seq_len, inverse
+        self.axes, self.positions, self.compute, self.device = axes, positions, compute, device
+        self.row_bytes = spec.n_pairs * np.dtype(compute).itemsize
+        #: Rows of the table cache the last x reads, from the offset; byte offset of each x's
+        #: first row past the offset's (queries read the last q_len rows of the keys').
+        self.rows = lengths[-1]
+        self.table_rows = [(lengths[-1] - length) * self.row_bytes for length in lengths]
+        #: The launch by whether every address is 16-byte aligned (the vector path), and
+        #: the table cache whose addresses its words hold (the gather kernel's).
+        self.launches: dict[bool, Launch | None] = {}
+        self.tables_in: dict[bool, DeviceTables] = {}
+
+    @classmethod
+    def check(
+        cls,
+        descs: list[Desc | None],
+        spec: object,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: object,
+        *,
+        devices: tuple[int | None, ...],
+    ) -> _Prepared | None:
+        """Everything the kernel relies on, once per signature; None when unusual or invalid.
+
+        `descs` holds the xs, then their positions (None: the default positions).
+        """
+        n = len(descs) // 2
+        x_descs = [d for d in descs[:n] if d is not None]
+        head_dim = x_descs[0].shape[-1] if x_descs[0].shape else None
+        resolved = _kernel_spec(spec, head_dim, seq_len)
+        if resolved is None or x_descs[0].dtype not in ELEMENT_TYPES:
+            return None
+        if any(not d.shape or d.shape[-1] != head_dim or d.dtype != x_descs[0].dtype
+               for d in x_descs):  # fmt: skip
+            return None
+        axes = [_seq_axis(seq_axis, len(d.shape)) for d in x_descs]
+        if len({d for d in devices if d is not None}) != 1:
+            return None
+        valid_axes = [a for a in axes if a is not None]
+        if len(valid_axes) != n:
+            return None
+        lengths = [d.shape[a] for d, a in zip(x_descs, valid_axes, strict=True)]
+        laid: list[Desc] | None = None
+        if all(p is None for p in descs[n:]):
+            if length_dependent(resolved) or lengths[0] > lengths[-1]:
+                return None
+        else:
+            laid = []
+            for p, d, a in zip(descs[n:], x_descs, valid_axes, strict=True):
+                done = None if p is None else _lay_out(p, d.shape[:-1], a)
+                if done is None or done.dtype not in POSITION_TYPES:
+                    return None
+                laid.append(done)
+        compute = "float64" if x_descs[0].dtype == "float64" else "float32"
+        device = next(d for d in devices if d is not None)
+        return cls(resolved, _float(seq_len), inverse, valid_axes, lengths, laid, compute, device)
+
+    def run(
+        self,
+        arrays: Arrays,
+        xs: list[Any],
+        descs: list[Desc | None],
+        offset: object,
+        outs: list[Any],
+        out_descs: list[Desc | None],
+    ) -> list[Any] | None:
+        """Allocate outputs, write this call's addresses into the launch words, launch."""
+        shift = offset if type(offset) is int and -_LIMIT < offset < _LIMIT else _integer(offset)
+        if shift is None:
+            return None
+        n, gather = len(xs), self.positions is not None
+        needed = 0 if gather else shift + self.rows
+        if not gather and shift < 0:
+            return None
+        with on_device(arrays, self.device):
+            stream = arrays.stream(xs[0])
+            tables = device_tables.get(self.spec, self.seq_len, self.compute, arrays, xs[0],
+                                       rows=needed, stream=stream)  # fmt: skip
+            if tables.capacity < needed:
+                return None  # rows past the largest cache: host-built tables instead
+            if outs[0] is None:
+                outs = [arrays.empty(x, x.shape) for x in xs]
+                out_descs = [arrays.describe(o) for o in outs]
+            # x, out, cos, sin of each tensor, in the order of the words they go to
+            ptrs: list[int] = []
+            at = shift * self.row_bytes
+            for i in range(n):
+                cos, sin = tables.cos_ptr, tables.sin_ptr
+                if not gather:
+                    cos, sin = cos + at + self.table_rows[i], sin + at + self.table_rows[i]
+                ptrs += (descs[i].ptr, out_descs[i].ptr, cos, sin)  # type: ignore[union-attr]
+            mask = 0
+            for p in ptrs:
+                mask |= p
+            aligned = not mask % VECTOR_BYTES
+            if aligned in self.launches:
+                template = self.launches[aligned]
+                if template is not None and gather and self.tables_in[aligned] is not tables:
+                    template = self._with_tables(aligned, template, tables, n)
+            else:
+                template = self._plan(aligned, descs, out_descs, ptrs, tables, shift)
+            if template is None:
+                return None  # the layout needs copies: the general path makes them
+            words = template.params.copy()
+            for i in range(n):
+                x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
+                words[x_at], words[out_at] = ptrs[4 * i], ptrs[4 * i + 1]
+                if not gather:  # the rows move with the offset
+                    words[cos_at], words[sin_at] = ptrs[4 * i + 2], ptrs[4 * i + 3]
+            if gather:  # the cache's words are in the template already
+                for i in range(n):
+                    words[_POSITIONS[i]] = descs[n + i].ptr  # type: ignore[union-attr]
+                words[_OFFSET] = shift
+            launch = Launch(*template[:6], words)
+            if launch.grid > 0:
+                arrays.launch(launch, stream)
+        return [arrays.result(o) for o in outs]
+
+    def _plan(
+        self,
+        aligned: bool,
+        descs: list[Desc | None],
+        out_descs: list[Desc | None],
+        ptrs: list[int],
+        tables: DeviceTables,
+        shift: int,
+    ) -> Launch | None:
+        """The launch of this geometry and alignment (planned once; None: needs copies)."""
+        n = len(out_descs)
+        gather = None
+        jobs: list[Job] = []
+        for i, (x, out) in enumerate(zip(descs[:n], out_descs, strict=True)):
+            assert x is not None
+            assert out is not None
+            if self.positions is not None:
+                p, at = self.positions[i], descs[n + i]
+                assert at is not None
+                jobs.append((x, Desc(at.ptr, p.shape, p.strides, p.dtype, p.itemsize), out))
+                continue
+            item = self.row_bytes // self.spec.n_pairs
+            shape = [1] * (len(x.shape) - 1) + [self.spec.n_pairs]
+            strides = [0] * (len(x.shape) - 1) + [item]
+            shape[self.axes[i]], strides[self.axes[i]] = x.shape[self.axes[i]], self.row_bytes
+            cos = Desc(ptrs[4 * i + 2], tuple(shape), tuple(strides), self.compute, item)
+            jobs.append((x, (cos, Desc(ptrs[4 * i + 3], *cos[1:])), out))
+        if self.positions is not None:
+            gather = Gather(
+                cos=tables.cos_ptr, sin=tables.sin_ptr, n_pairs=self.spec.n_pairs,
+                capacity=tables.capacity, inv_freq=tables.inv_freq_ptr, factor=tables.factor,
+                offset=shift, table_dtype=self.compute,
+            )  # fmt: skip
+        try:
+            launch = plan(jobs, layout=self.spec.layout, rotary_start=self.spec.rotary_start,
+                          inverse=self.inverse, gather=gather)  # fmt: skip
+        except NeedsCopy:
+            launch = None
+        self.launches[aligned] = launch
+        self.tables_in[aligned] = tables
+        return launch
+
+    def _with_tables(self, aligned: bool, template: Launch, tables: DeviceTables, n: int) -> Launch:
+        """`template` reading another (grown, or rebuilt) table cache; kept as the template."""
+        words = template.params.copy()
+        for i in range(n):
+            words[_ADDRESSES[i][2]], words[_ADDRESSES[i][3]] = tables.cos_ptr, tables.sin_ptr
+        words[_CAPACITY], words[_INV_FREQ] = tables.capacity, tables.inv_freq_ptr
+        words[_FACTOR] = tables.factor
+        template = Launch(*template[:6], words)
+        self.launches[aligned], self.tables_in[aligned] = template, tables
+        return template
+
+
+_INDEX = {name: i for i, name in enumerate(PARAM_FIELDS)}
+_ADDRESSES = tuple(tuple(_INDEX[f"t{i}.{name}"] for name in ("x", "out", "cos", "sin"))
+                   for i in range(2))  # fmt: skip
+_POSITIONS = (_INDEX["positions0"], _INDEX["positions1"])
+_OFFSET, _CAPACITY = _INDEX["position_offset"], _INDEX["capacity"]
+_INV_FREQ, _FACTOR = _INDEX["inv_freq"], _INDEX["factor"]
+
+
+@functools.lru_cache(maxsize=64)
+def _default_spec(head_dim: int) -> RopeSpec:
+    return RopeSpec(head_dim=head_dim)
+
+
+def _kernel_spec(spec: object, head_dim: object, seq_len: object) -> RopeSpec | None:
+    """`spec` (the default for None) when this path can serve it, else None."""
+    if type(head_dim) is not int:
+        return None
+    if spec is None:
+        spec = _default_spec(head_dim)
+    if type(spec) is not RopeSpec or spec.head_dim != head_dim:
+        return None
+    if spec.xpos is not None or spec.sections is not None:
+        return None
+    if seq_len is None:
+        return None if length_dependent(spec) else spec
+    value = _float(seq_len)
+    return spec if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _float(seq_len: object) -> float | None:
+    """`seq_len` as a float when it is a Python int or float, else None."""
+    return float(seq_len) if type(seq_len) in (int, float) else None  # type: ignore[arg-type]
+
+
+def _seq_axis(seq_axis: object, ndim: int) -> int | None:
+    if type(seq_axis) is not int or ndim < 2 or not -ndim <= seq_axis < ndim:
+        return None
+    axis = seq_axis % ndim
+    return None if axis == ndim - 1 else axis
+
+
+def _integer(offset: object) -> int | None:
+    """`offset` as an int when it is an integer of magnitude below 2**53, else None."""
+    if (type(offset) is float and offset.is_integer()) or isinstance(offset, np.integer):
+        offset = int(offset)
+    if type(offset) is not int or abs(offset) >= 2**53:
+        return None
+    return offset
+
+
+def _lay_out(p: Desc, lead: tuple[int, ...], seq_axis: int) -> Desc | None:
+    """Positions laid against x's leading axes by `rope_ref._positions.grid_axes`' rule.
+
+    None when the grid does not fit (the general path raises the documented error).
+    """
+    try:
+        axes = grid_axes(p.shape, lead, seq_axis)
+    except ValueError:
+        return None
+    shape, strides = [1] * len(lead), [0] * len(lead)
+    for size, stride, axis in zip(p.shape, p.strides, axes, strict=True):
+        shape[axis], strides[axis] = size, stride if size > 1 else 0
+    return Desc(p.ptr, tuple(shape), tuple(strides), p.dtype, p.itemsize)
