@@ -53,3 +53,19 @@ def test_mlx_out_is_refused():
     x, _ = _x("float32")
     with pytest.raises(TypeError, match="`out` must be None for MLX arrays"):
         rr.apply_rope(x, rr.RopeSpec(16), out=x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_mlx_results_are_rounded_once(dtype):
+    """Each element is the float64 rotation rounded once (rational arithmetic), and q and
+    k come back in their own dtypes."""
+    from tests._helpers import exact_round
+
+    x, _ = _x(dtype)
+    spec = rr.RopeSpec(16)
+    x64 = np.array(x.astype(mx.float32), dtype=np.float64)  # exact: 16-bit values
+    want = np.vectorize(lambda v: exact_round(v, dtype))(rr.apply_rope(x64, spec, offset=12345))
+    got = rr.apply_rope(x, spec, offset=12345)
+    assert np.array_equal(np.array(got.astype(mx.float32), dtype=np.float64), want)
+    q, k = rr.apply_rope_qk(x, x.astype(mx.float32), spec)
+    assert (q.dtype, k.dtype) == (getattr(mx, dtype), mx.float32)
