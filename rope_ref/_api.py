@@ -25,7 +25,7 @@ from rope_ref._compat import (
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
-from rope_ref._foreign import accepts_foreign_arrays
+from rope_ref._foreign import accepts_foreign_arrays, is_mlx_array, on_host
 from rope_ref._frequencies import max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
@@ -43,7 +43,6 @@ from rope_ref._validation import check_axis, check_choice
 __all__ = ["apply_rope", "apply_rope_qk"]
 
 
-@accepts_foreign_arrays
 def apply_rope(
     x: Array,
     /,
@@ -163,6 +162,11 @@ def apply_rope(
         )  # fmt: skip
         if result is not None:
             return result
+    if is_mlx_array(x):  # checked here, not by a decorator: the fast paths above stay short
+        return on_host(
+            apply_rope, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
+            seq_len=seq_len, form=form, backend=backend, out=out, role=role,
+        )  # fmt: skip
     xp = _check_x(x, "x")
     spec = _resolve_spec(spec, x)
     form = check_choice("form", form, FORMS)

@@ -20,7 +20,7 @@ import numpy as np
 from rope_ref._compat import host_namespace
 from rope_ref._rounding import to_grid
 
-__all__ = ["accepts_foreign_arrays", "host_array", "is_mlx_array"]
+__all__ = ["accepts_foreign_arrays", "host_array", "is_mlx_array", "on_host"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -73,13 +73,22 @@ def accepts_foreign_arrays(fn: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if not args or not is_mlx_array(args[0]):
             return fn(*args, **kwargs)
-        if kwargs.get("out") is not None:
-            msg = "`out` must be None for MLX arrays (they are immutable); got an array."
-            raise TypeError(msg)
-        host = [_compute_array(a) if is_mlx_array(a) else a for a in args]
-        moved = {k: _compute_array(v) if is_mlx_array(v) else v for k, v in kwargs.items()}
-        result = fn(*host, **moved)  # type: ignore[arg-type]
-        like = args[: len(result)] if isinstance(result, tuple) else args[0]
-        return _to_mlx(result, like)  # type: ignore[no-any-return]
+        return on_host(fn, *args, **kwargs)  # type: ignore[no-any-return]
 
     return wrapper
+
+
+def on_host(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with its MLX arguments read on the host, the result as MLX.
+
+    For functions that check ``is_mlx_array(x)`` themselves (to keep a fast path free of
+    the wrapper's cost) rather than take the `accepts_foreign_arrays` decorator.
+    """
+    if kwargs.get("out") is not None:
+        msg = "`out` must be None for MLX arrays (they are immutable); got an array."
+        raise TypeError(msg)
+    host = [_compute_array(a) if is_mlx_array(a) else a for a in args]
+    moved = {k: _compute_array(v) if is_mlx_array(v) else v for k, v in kwargs.items()}
+    result = fn(*host, **moved)
+    like = args[: len(result)] if isinstance(result, tuple) else args[0]
+    return _to_mlx(result, like)

@@ -6,9 +6,6 @@ NumPy's direct float64 -> float16 cast as a second, independent source for float
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -23,6 +20,8 @@ from tests.cuda_host.cases import DTYPES
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NP = array_namespace(np.empty(0))
+
+
 def as_float64(a, name):
     return np.asarray(a).astype(np.float64) if name == "float16" else np.asarray(a, np.float64)
 
