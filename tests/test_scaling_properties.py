@@ -222,7 +222,7 @@ def rerotation_tolerance(spec, role, positions, k, lens):
     """
     p = positions[..., None].astype(np.float64)
     n = spec.n_pairs
-    len_from, len_to = lens
+    len_to = lens[1]
     terms = 1.0 + sum(np.abs(p * rr.inv_freq(spec, seq_len)) for seq_len in lens)
     size = rr.attention_factor(spec, len_to) * (np.abs(k[..., :n]) + np.abs(k[..., n:]))
     if spec.xpos is not None:
