@@ -19,7 +19,7 @@ from rope_ref._compat import (
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
-from rope_ref._frequencies import max_plus_one, move_tables, tables
+from rope_ref._frequencies import check_seq_len, max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
     check_offset,
@@ -31,7 +31,7 @@ from rope_ref._positions import (
 from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._table_cache import positions_key, table_cache
 from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
-from rope_ref._validation import check_axis, check_choice
+from rope_ref._validation import check_axis, check_choice, check_not_masked
 
 __all__ = ["apply_rope", "apply_rope_qk"]
 
@@ -300,6 +300,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
     if not array_api_compat.is_array_api_obj(x):
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
+    check_not_masked(name, x)
     xp = array_namespace(x, name=name)
     try:
         real_floating = xp.isdtype(x.dtype, "real floating")
@@ -365,8 +366,19 @@ def _tables_for(
 
     if not array_api_compat.is_numpy_namespace(xp):
         return build()
+    # What the key holds is validated first: a cache hit must refuse what a miss refuses.
+    offset = check_offset(offset)
+    seq_axis = check_axis("seq_axis", seq_axis)
+    seq_len = check_seq_len(seq_len)
+    if not (positions is None or _plain_real_array(positions)):
+        return build()  # Python sequences, object arrays, masked arrays: validated there
     key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
     return build() if key is None else table_cache.get_or_build(key, build)
+
+
+def _plain_real_array(positions: object) -> bool:
+    """Whether `positions` is a plain NumPy array of integers or reals (keyable by bytes)."""
+    return type(positions) is np.ndarray and positions.dtype.kind in "iuf"
 
 
 def _cache_key(
