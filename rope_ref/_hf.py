@@ -8,7 +8,7 @@ Mirrors ``transformers.modeling_rope_utils`` (5.x): the standardization of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,8 @@ _ALIASES = {"su": "longrope", "mrope": "default"}
 _INTERLEAVED_FAMILIES = ("qwen3_vl", "qwen3_5", "qwen3_omni", "qwen4", "cosmos3")
 #: mrope_section defaults of HF's rotary modules when a config has none.
 _DEFAULT_SECTIONS = {"qwen2_vl": (16, 24, 24), "qwen2_5_vl": (16, 24, 24), "qwen3_vl": (24, 20, 20)}
+T = TypeVar("T")
+
 _TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "axial")
 
 
@@ -40,13 +42,16 @@ def spec_from_hf(
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
         cfg = text
     top = _top_rope_parameters(cfg)
-    params = _layer_parameters(top, layer_type)
+    params = _layer_parameters(top, cfg, layer_type)
     rope_type = _rope_type(params, cfg)
     base = _base(params, cfg)
     head_dim = _head_dim(cfg, vision=rope_type == "axial")
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
     fraction, source = _fraction_of(params, cfg, zero_allowed=rope_type == "proportional")
+    scaling = _rule(rope_type, params, top, cfg, fraction)
+    sections = params.integers("mrope_section")
+    # Every value has been read and checked on its own; now the combinations.
     rotary_dim = head_dim if rope_type == "proportional" else int(head_dim * fraction)
     if rotary_dim % 2 or rotary_dim < 2:
         msg = (
@@ -55,8 +60,6 @@ def spec_from_hf(
             f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
         )
         raise ValueError(msg)
-    scaling = _rule(rope_type, params, top, cfg, fraction)
-    sections = params.integers("mrope_section")
     if sections is not None and sum(sections) != rotary_dim // 2:
         requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
         params.fail("mrope_section", requirement, list(sections), ValueError)
@@ -87,8 +90,14 @@ def _keys(params: ConfigReader) -> list[str]:
     return list(config) if isinstance(config, Mapping) else list(vars(config))
 
 
-def _layer_parameters(top: ConfigReader, layer_type: str | None) -> ConfigReader:
-    nested = sorted(k for k in _keys(top) if isinstance(top.raw(k), Mapping))
+def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | None) -> ConfigReader:
+    """The parameters of `layer_type` when they are nested by layer type, else `top`.
+
+    As HF, only keys that the config declares as layer types (``layer_types``, or a config
+    class's ``_rope_type_labels``) count as nested.
+    """
+    labels = cfg.strings("_rope_type_labels") or cfg.strings("layer_types") or ()
+    nested = sorted(k for k in _keys(top) if k in labels)
     if not nested:
         if layer_type is not None:
             msg = f"`layer_type` must be None for a config with one RoPE; got {layer_type!r}."
@@ -98,7 +107,8 @@ def _layer_parameters(top: ConfigReader, layer_type: str | None) -> ConfigReader
         msg = f"`layer_type` must be one of {', '.join(map(repr, nested))}; got {layer_type!r}."
         raise ValueError(msg)
     params = top.section(layer_type)
-    assert params is not None  # a nested mapping, found above
+    if params is None:
+        top.fail(layer_type, "the parameters of that layer type", None, ValueError)
     return params
 
 
@@ -191,8 +201,8 @@ def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
     return int(value)
 
 
-def _required(params: ConfigReader, key: str, rope_type: str) -> float:
-    value = params.real(key, above=0.0)
+def _given(params: ConfigReader, key: str, value: T | None, rope_type: str) -> T:
+    """`value`, or ValueError naming `key` when it is absent (None)."""
     if value is None:
         params.fail(key, f"given for rope_type {rope_type!r}", None, ValueError)
     return value
@@ -205,55 +215,52 @@ def _rule(
     cfg: ConfigReader,
     fraction: float,
 ) -> ScalingRule | None:
+    """The scaling rule; every value is read (and checked) before any is found missing."""
     if rope_type == "default":
         return None
+    factor = params.real("factor", above=0.0)
+    max_position = cfg.integer("max_position_embeddings")
     if rope_type == "linear":
-        return Linear(_required(params, "factor", rope_type))
+        return Linear(_given(params, "factor", factor, rope_type))
     if rope_type == "dynamic":
-        max_position = cfg.integer("max_position_embeddings")
         if max_position is None:
             cfg.fail("max_position_embeddings", "given for rope_type 'dynamic'", None, ValueError)
-        return DynamicNTK(_required(params, "factor", rope_type), max_position=max_position)
-    factor = params.real("factor", above=0.0)
+        return DynamicNTK(_given(params, "factor", factor, rope_type), max_position=max_position)
     if rope_type == "proportional":
-        return Proportional(fraction, factor=1.0 if factor is None else factor)
-    original = _original_max_position(params, cfg)
+        return Proportional(fraction, factor=_or(factor, 1.0))
     if rope_type == "llama3":
-        return Llama3(
-            _required(params, "factor", rope_type),
-            original,
-            low_freq_factor=_or(params.real("low_freq_factor", above=0.0), 1.0),
-            high_freq_factor=_or(params.real("high_freq_factor", above=0.0), 4.0),
-        )
-    max_position = cfg.integer("max_position_embeddings")
-    if factor is None and max_position is not None:
-        factor = max_position / original  # HF's default
+        low = _or(params.real("low_freq_factor", above=0.0), 1.0)
+        high = _or(params.real("high_freq_factor", above=0.0), 4.0)
+        original = _original_max_position(params, cfg)
+        factor = _given(params, "factor", factor, rope_type)
+        return Llama3(factor, original, low_freq_factor=low, high_freq_factor=high)
+    attention_factor = params.real("attention_factor", above=0.0)
     if rope_type == "longrope":
         short, long = params.reals("short_factor"), params.reals("long_factor")
-        if short is None or long is None:
-            key = "short_factor" if short is None else "long_factor"
-            params.fail(key, "given for rope_type 'longrope'", None, ValueError)
+        original = _original_max_position(params, cfg)
+        factor = _or(factor, None if max_position is None else max_position / original)
         return LongRoPE(
-            short,
-            long,
+            _given(params, "short_factor", short, rope_type),
+            _given(params, "long_factor", long, rope_type),
             original,
             factor=factor,
-            attention_factor=params.real("attention_factor", above=0.0),
+            attention_factor=attention_factor,
         )
+    fields = {
+        "beta_fast": _or(params.real("beta_fast", above=0.0), 32.0),
+        "beta_slow": _or(params.real("beta_slow", above=0.0), 1.0),
+        "mscale": params.real("mscale"),
+        "mscale_all_dim": params.real("mscale_all_dim"),
+        "truncate": _or(top.flag("truncate"), True),  # HF reads it from the top level
+    }
+    original = _original_max_position(params, cfg)
+    if factor is None and max_position is not None:
+        factor = max_position / original  # HF's default
     if factor is None:
         params.fail(
             "factor", "given for rope_type 'yarn' (or max_position_embeddings)", None, ValueError
         )
-    return YaRN(
-        factor,
-        original,
-        beta_fast=_or(params.real("beta_fast", above=0.0), 32.0),
-        beta_slow=_or(params.real("beta_slow", above=0.0), 1.0),
-        mscale=params.real("mscale"),
-        mscale_all_dim=params.real("mscale_all_dim"),
-        attention_factor=params.real("attention_factor", above=0.0),
-        truncate=_or(top.flag("truncate"), True),  # HF reads it from the top-level parameters
-    )
+    return YaRN(factor, original, attention_factor=attention_factor, **fields)
 
 
 def _or(value: Any, default: Any) -> Any:

@@ -135,6 +135,19 @@ class ConfigReader:
             self.fail(key, "a string", value, TypeError)
         return value
 
+    def strings(self, key: str) -> tuple[str, ...] | None:
+        """A list of strings (possibly empty), or None."""
+        value = self.raw(key)
+        if value is None:
+            return None
+        if (
+            isinstance(value, str | bytes)
+            or not isinstance(value, Sequence)
+            or not all(isinstance(item, str) for item in value)
+        ):
+            self.fail(key, "a list of strings", value, TypeError)
+        return tuple(value)
+
     def reals(self, key: str) -> tuple[float, ...] | None:
         """A non-empty list of finite positive real numbers, or None."""
         value = self.raw(key)

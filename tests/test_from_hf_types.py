@@ -219,16 +219,26 @@ ELSEWHERE = [
         f"`head_dim` must be {INT}; got '64' (config.text_config).",
     ),
     (
-        {"head_dim": 64, "rope_parameters": {"full": {"rope_theta": 0}}},
+        {"head_dim": 64, "layer_types": ["full"], "rope_parameters": {"full": {"rope_theta": 0}}},
         ValueError,
         f"`rope_theta` must be {BASE}; got 0 (config.rope_parameters.full).",
     ),
 ]
 
 
+ELSEWHERE += [
+    (  # a mapping is a layer's parameters only under a declared layer type, as in HF
+        with_entry(YARN, (*P, "attention_factor"), {}),
+        TypeError,
+        f"`attention_factor` must be {POSITIVE}; got {{}} (config.rope_parameters).",
+    ),
+    (with_entry(YARN, ("layer_types",), "full"), TypeError, "`layer_types` must be a list of"),
+]
+
+
 @pytest.mark.parametrize(("config", "error", "message"), ELSEWHERE)
 def test_other_keys_and_missing_keys(config, error, message):
-    layer = "full" if "full" in config.get("rope_parameters", {}) else None
+    layer = "full" if "layer_types" in config else None
     with pytest.raises(error, match=re.escape(message)):
         rr.RopeSpec.from_hf(config, layer_type=layer)
 
