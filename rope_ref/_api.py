@@ -242,14 +242,14 @@ def apply_rope_qk(
     if _check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
         raise TypeError(msg)
-    spec = _resolve_spec(spec, q)
+    spec = _resolve_spec(spec, q, "q")
     if k.shape[-1] != spec.head_dim:
         msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
         raise ValueError(msg)
     if positions is None:
-        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim)]
+        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
         if k_positions is None:
-            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim)]
+            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
             k_positions = default_positions(
                 k_len, check_offset(offset), xp=xp, dev=device(k), n_axes=spec.position_axes
             )
@@ -315,13 +315,13 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
     return xp
 
 
-def _resolve_spec(spec: RopeSpec | None, x: Array) -> RopeSpec:
+def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
     if spec is None:
         return RopeSpec(head_dim=x.shape[-1])
     spec = check_spec(spec)
     if x.shape[-1] != spec.head_dim:
         msg = (
-            f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+            f"`{name}` must have spec.head_dim = {spec.head_dim} features on its last axis; "
             f"got shape {tuple(x.shape)}."
         )
         raise ValueError(msg)

@@ -93,15 +93,20 @@ def _from_python(positions: object, name: str) -> np.ndarray:
     return p
 
 
-def normalize_seq_axis(seq_axis: object, ndim: int) -> int:
-    """Return `seq_axis` as a non-negative axis of ``x.shape[:-1]`` or raise."""
+def normalize_seq_axis(seq_axis: object, ndim: int, name: str = "x") -> int:
+    """Return `seq_axis` as a non-negative axis of ``x.shape[:-1]`` or raise.
+
+    `name` is the array's parameter name in messages (``q`` and ``k`` for apply_rope_qk).
+    """
     seq_axis = check_axis("seq_axis", seq_axis)
     if ndim < 2:
-        msg = f"`x` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
+        msg = (
+            f"`{name}` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
+        )
         raise ValueError(msg)
     if not -ndim <= seq_axis < ndim or seq_axis % ndim == ndim - 1:
         msg = (
-            f"`seq_axis` must name an axis of x other than the last (from {-ndim} to "
+            f"`seq_axis` must name an axis of {name} other than the last (from {-ndim} to "
             f"{ndim - 2}, excluding -1); got {seq_axis}."
         )
         raise ValueError(msg)
