@@ -1,0 +1,95 @@
+"""Size limits: what cannot finish is refused up front, naming the limit and why.
+
+Each refusal is checked to come before any work (well under a second), and the largest
+sizes allowed are checked to work.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from rope_ref import analysis
+from rope_ref._analysis_bound import MAX_DIM, MAX_TERMS, _products
+from rope_ref._spec import MAX_HEAD_DIM
+
+
+def refused_quickly(call, error, message):
+    start = time.perf_counter()
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+    assert time.perf_counter() - start < 5.0  # refused before the work, not after it
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: rr.RopeSpec(2**40), "`head_dim` must be at most 65536"),
+        (lambda: rr.rope_cos_sin(rr.RopeSpec(2**40), [0]), "`head_dim` must be at most 65536"),
+        (lambda: rr.RopeSpec.from_hf({"head_dim": 2**20}), "`head_dim` must be at most 65536"),
+        (lambda: analysis.decay_bound(2**20, [1.0]), "`dim` must be at most 65536"),
+        (lambda: analysis.discrimination(2**40, [1.0]), "`dim` must be at most 65536"),
+        (lambda: analysis.base_lower_bound(2**20, 100), "`dim` must be at most 1024"),
+        (lambda: analysis.base_lower_bound(2**34, 10), "`dim` must be at most 1024"),
+        (
+            lambda: analysis.base_lower_bound(128, 10**8),
+            "`context_length` must be at most 4,194,304 for dim = 128",
+        ),
+        (
+            lambda: analysis.base_lower_bound(128, 2**62),
+            "`context_length` must be at most 4,194,304 for dim = 128",
+        ),
+        (
+            lambda: analysis.base_lower_bound(1024, 2**19 + 1),
+            "`context_length` must be at most 524,288 for dim = 1024",
+        ),
+    ],
+)
+def test_sizes_that_cannot_finish_are_refused_up_front(call, message):
+    refused_quickly(call, ValueError, message)
+
+
+def test_the_limits_are_the_documented_numbers():
+    assert MAX_HEAD_DIM == 65536
+    assert MAX_DIM == 1024
+    assert MAX_TERMS == 2**28
+    assert MAX_TERMS // 64 == 4_194_304
+
+
+def test_the_largest_head_dim_works():
+    spec = rr.RopeSpec(MAX_HEAD_DIM, rotary_dim=64)  # the head is large, the rotation small
+    x = np.ones((2, MAX_HEAD_DIM))
+    y = rr.apply_rope(x, spec)
+    np.testing.assert_array_equal(y[:, 64:], x[:, 64:])
+    theta = spec.base ** (-np.arange(32) / 32)
+    np.testing.assert_allclose(rr.inv_freq(spec), theta, rtol=1e-15)
+
+
+def test_the_size_limit_is_inclusive():
+    # d = 2, L = 2**28 is exactly the limit: accepted, then answered at once (with one pair
+    # no base works from L = 2 on); one more token is refused.
+    with pytest.raises(ValueError, match="no base works"):
+        analysis.base_lower_bound(2, 2**28)
+    refused_quickly(
+        lambda: analysis.base_lower_bound(2, 2**28 + 1),
+        ValueError,
+        "`context_length` must be at most 268,435,456 for dim = 2",
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "inner", "width"),
+    [(8, 128, 65), (128, 128, 256), (130, 128, 256), (3, 1024, 65), (37, 4096, 65), (5, 6, 7)],
+)
+def test_products_in_small_calls_equal_one_matrix_product(rows, inner, width):
+    rng = np.random.default_rng(rows * width)
+    left, right = rng.standard_normal((rows, inner)), rng.standard_normal((inner, width))
+    got = _products(left, right)
+    assert got.shape == (rows, width)
+    # each entry is a dot product of length `inner`: a few ulp of sum |l_k r_k| apart
+    bound = 4 * inner * np.finfo(np.float64).eps * (np.abs(left) @ np.abs(right))
+    assert np.all(np.abs(got - left @ right) <= bound)
