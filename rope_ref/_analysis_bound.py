@@ -25,7 +25,8 @@ chunks, starting where the last scan succeeded. All :math:`B_m` of a run of cons
 :math:`m` are one matrix product,
 :math:`\cos((m_0 + k)\theta) = \cos m_0\theta\cos k\theta - \sin m_0\theta\sin k\theta`,
 and the cosines of an arithmetic progression of phases come from two short tables the
-same way, so few transcendentals are evaluated.
+same way, so few transcendentals are evaluated. The products are made in BLAS calls small
+enough to stay on the calling thread (`_products` says why).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ __all__ = ["MAX_DIM", "MAX_TERMS", "check_size", "smallest_feasible_log_base"]
 MAX_DIM = 1024
 #: Largest ``(dim // 2) * context_length``: one evaluation of every :math:`B_m` costs that
 #: many terms, and a search needs thousands of (partial) evaluations. At this size a search
-#: takes about a minute on one core (d = 128 with L = 2**22: 48 s; d = 256 with L = 2**21:
-#: 51 s; d = 1024 with L = 2**19: 54 s, measured on a busy 2-core machine); the time grows
-#: faster than the size beyond it (d = 128 with L = 2**23: 125 s).
+#: takes about a minute (d = 128 with L = 2**22: 48 to 61 s; d = 256 with L = 2**21: 51 s;
+#: d = 1024 with L = 2**19: 54 s, on a busy 2-core machine); beyond it the time grows
+#: faster than the size (d = 128 with L = 2**23: 125 s).
 MAX_TERMS = 1 << 28
 
 Floats = NDArray[np.float64]
@@ -125,8 +126,9 @@ def _products(left: Floats, right: Floats) -> Floats:
     A multithreaded BLAS (OpenBLAS in NumPy's wheels) spreads larger products over threads.
     At these sizes the threads cost more than they save, and their workers keep spinning
     between the search's thousands of products, taking the cores the search itself needs:
-    on a busy 2-core machine a 1M-token search took 42 to 47 s instead of 6 s. Products
-    below OpenBLAS's threshold (4 x 65536 multiply-adds) run on the calling thread.
+    on a busy 2-core machine a 1M-token search took 15 to 67 s (median 55 s) with one
+    product per scan and 6 to 14 s (median 13 s) like this. Products below OpenBLAS's
+    threshold (4 x 65536 multiply-adds) run on the calling thread.
     """
     n_rows, inner = left.shape
     width = right.shape[1]

@@ -66,7 +66,9 @@ def apply_rope(
         ``x.shape[:-1]`` (per-batch position ids, packed sequences, left padding).
         Multi-axis specs take a trailing axis of ``spec.n_axes``.
     offset : float, default 0
-        Added to every position (e.g. the KV-cache length while decoding).
+        Added to every position (e.g. the KV-cache length while decoding): exactly for
+        integers while the sum fits int64, else in float64; an overflow is a ValueError
+        (see the Precision page).
     seq_axis : int, default -2
         Axis of `x` that indexes tokens; used when `positions` is None or 1-D.
     inverse : bool, default False

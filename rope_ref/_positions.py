@@ -1,6 +1,7 @@
 """Positions: validation, shifting by an offset, and laying a grid along the axes of ``x``.
 
-Shifting is exact or refused, never wrapped (the Limits section of the API reference):
+Shifting is exact, rounded or refused, never wrapped (see "Positions and offsets" on the
+Precision page of the documentation):
 
 - integer positions plus an integer offset are added exactly in int64 wherever the sum
   fits int64 (``-2**63 <= p + offset < 2**63``);
