@@ -132,16 +132,26 @@ def _products(left: Floats, right: Floats) -> Floats:
     """
     n_rows, inner = left.shape
     width = right.shape[1]
-    if n_rows * inner * width <= _CALL:
+    per_call, cols = call_shape(n_rows, inner, width)
+    if per_call >= n_rows and cols == width:
         return left @ right
-    cols = max(1, min(width, _CALL // (2 * inner)))
-    per_call = max(2, _CALL // (inner * cols))  # rows per product (2+: not a vector product)
     groups = -(-n_rows // per_call)
     if groups * per_call != n_rows:
         left = np.concatenate([left, np.zeros((groups * per_call - n_rows, inner))])
     stacked = left.reshape(groups, per_call, inner)
     parts = [stacked @ right[:, first : first + cols] for first in range(0, width, cols)]
     return np.concatenate(parts, axis=2).reshape(groups * per_call, width)[:n_rows]
+
+
+def call_shape(n_rows: int, inner: int, width: int) -> tuple[int, int]:
+    """Rows and columns of each BLAS call of `_products`: at most `_CALL` multiply-adds.
+
+    At least two rows (a matrix product, not a vector one, which BLAS threads otherwise).
+    """
+    if n_rows * inner * width <= _CALL:
+        return n_rows, width
+    cols = max(1, min(width, _CALL // (2 * inner)))
+    return max(2, _CALL // (inner * cols)), cols
 
 
 def _safe_step(values: Floats, slopes: Floats, curvature: Floats) -> Floats:

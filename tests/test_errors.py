@@ -339,6 +339,7 @@ def test_rope_cos_sin_takes_real_floating_dtypes(dtype):
     [
         ({"seq_len": 1}, {"seq_len": True}, "`seq_len` must be a real number; got True."),
         ({"seq_axis": 0}, {"seq_axis": False}, "`seq_axis` must be an integer; got False."),
+        ({"seq_axis": 1}, {"seq_axis": True}, "`seq_axis` must be an integer; got True."),
         ({"offset": 1}, {"offset": True}, "`offset` must be a real number; got True."),
     ],
 )

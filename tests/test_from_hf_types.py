@@ -227,6 +227,11 @@ ELSEWHERE = [
 
 
 ELSEWHERE += [
+    (  # the audit's reproducer: a ZeroDivisionError in YaRN's default factor
+        {"head_dim": 128, "max_position_embeddings": 0, "rope_scaling": {"rope_type": "yarn"}},
+        ValueError,
+        f"`max_position_embeddings` must be {INT}; got 0 (config).",
+    ),
     (  # a mapping is a layer's parameters only under a declared layer type, as in HF
         with_entry(YARN, (*P, "attention_factor"), {}),
         TypeError,

@@ -14,7 +14,7 @@ import pytest
 
 import rope_ref as rr
 from rope_ref import analysis
-from rope_ref._analysis_bound import MAX_DIM, MAX_TERMS, _products
+from rope_ref._analysis_bound import _BLOCK, _CALL, MAX_DIM, MAX_TERMS, _products, call_shape
 from rope_ref._spec import MAX_HEAD_DIM
 
 
@@ -93,3 +93,17 @@ def test_products_in_small_calls_equal_one_matrix_product(rows, inner, width):
     # each entry is a dot product of length `inner`: a few ulp of sum |l_k r_k| apart
     bound = 4 * inner * np.finfo(np.float64).eps * (np.abs(left) @ np.abs(right))
     assert np.all(np.abs(got - left @ right) <= bound)
+
+
+@pytest.mark.parametrize("dim", [2, 64, 128, 256, 1024, MAX_DIM])
+@pytest.mark.parametrize("rows", [1, 8, 128, 4096])
+def test_every_blas_call_of_the_bound_search_stays_on_one_thread(dim, rows):
+    # OpenBLAS runs a product of m * n * k <= 4 * 65536 multiply-adds on the calling thread;
+    # the search's products (2 * pairs inner terms, windows of 65 or blocks of 256 columns)
+    # are split below that, in matrix products of two rows or more.
+    inner = dim  # cos and sin of every pair
+    for width in (65, _BLOCK):
+        per_call, cols = call_shape(rows, inner, width)
+        assert per_call * inner * cols <= _CALL <= 4 * 65536
+        assert per_call >= min(2, rows)
+        assert 1 <= cols <= width
