@@ -175,10 +175,8 @@ def _head_dim(cfg: ConfigReader, *, vision: bool = False) -> int:
         )
         raise ValueError(msg)
     if hidden % heads:
-        cfg.fail(
-            hidden_key, f"a multiple of num_attention_heads ({heads}) when head_dim is absent",
-            hidden, ValueError,
-        )  # fmt: skip
+        requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
+        cfg.fail(hidden_key, requirement, hidden, ValueError)
     return hidden // heads
 
 

@@ -15,9 +15,8 @@ from rope_ref._validation import check_choice, check_int, check_real
 __all__ = ["MAX_HEAD_DIM", "RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
 
 #: Largest `RopeSpec.head_dim`. The default frequencies are computed to 50 digits (about
-#: 80 us per pair: 3 s at this size, then cached), tables take 8 bytes per pair and
-#: position, and `rope_ref.rotation_matrix` is head_dim x head_dim; rotary heads in use
-#: have 32 to 512 features.
+#: 80 us per pair: 3 s at this size, then cached) and tables take 8 bytes per pair and
+#: position; rotary heads in use have 32 to 512 features.
 MAX_HEAD_DIM = 1 << 16
 
 

@@ -40,7 +40,7 @@ __all__ = [
     "wavelengths",
 ]
 
-_CHUNK = 1 << 20  # values per (distances, d/2) temporary in decay_bound and discrimination
+_CHUNK = 1 << 18  # values per (distances, d/2) temporary in decay_bound and discrimination
 
 
 def _check_dim(dim: object, maximum: int = MAX_HEAD_DIM, why: str = "as RopeSpec.head_dim") -> int:

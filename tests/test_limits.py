@@ -1,28 +1,36 @@
 """Size limits: what cannot finish is refused up front, naming the limit and why.
 
-Each refusal is checked to come before any work (well under a second), and the largest
-sizes allowed are checked to work.
+Each refusal is checked to come before any work (the functions that do the work are
+replaced by ones that fail the test if called), and the largest sizes allowed to work.
 """
 
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref import analysis
+from rope_ref import _frequencies, analysis
 from rope_ref._analysis_bound import _BLOCK, _CALL, MAX_DIM, MAX_TERMS, _products, call_shape
 from rope_ref._spec import MAX_HEAD_DIM
 
 
-def refused_quickly(call, error, message):
-    start = time.perf_counter()
-    with pytest.raises(error, match=re.escape(message)):
+@pytest.fixture
+def no_work(monkeypatch):
+    """The search and the 50-digit frequencies fail the test if they are reached."""
+
+    def started(*args, **kwargs):
+        pytest.fail("the work started before the size was refused")
+
+    monkeypatch.setattr(analysis, "smallest_feasible_log_base", started)
+    monkeypatch.setattr(_frequencies, "_default_inv_freq", started)
+
+
+def refused_up_front(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         call()
-    assert time.perf_counter() - start < 5.0  # refused before the work, not after it
 
 
 @pytest.mark.parametrize(
@@ -49,8 +57,8 @@ def refused_quickly(call, error, message):
         ),
     ],
 )
-def test_sizes_that_cannot_finish_are_refused_up_front(call, message):
-    refused_quickly(call, ValueError, message)
+def test_sizes_that_cannot_finish_are_refused_up_front(no_work, call, message):
+    refused_up_front(call, message)
 
 
 def test_the_limits_are_the_documented_numbers():
@@ -74,9 +82,8 @@ def test_the_size_limit_is_inclusive():
     # no base works from L = 2 on); one more token is refused.
     with pytest.raises(ValueError, match="no base works"):
         analysis.base_lower_bound(2, 2**28)
-    refused_quickly(
+    refused_up_front(
         lambda: analysis.base_lower_bound(2, 2**28 + 1),
-        ValueError,
         "`context_length` must be at most 268,435,456 for dim = 2",
     )
 
