@@ -4,45 +4,37 @@ Hypothesis throws arrays of every NumPy dtype kind (bool, int, uint, float16/32/
 longdouble, complex, object, str, bytes, datetime), masked, read-only and broadcast
 (huge but cheap) arrays, 0-d and 0-size shapes, values at the int64/uint64 limits, +-inf,
 NaN, 1e308 and subnormals, odd offsets, seq_axis values and dtypes at `apply_rope`,
-`apply_rope_qk`, `rope_angles` and `rope_cos_sin`, and config dicts at `RopeSpec.from_hf`.
+`apply_rope_qk`, `rope_angles` and `rope_cos_sin` (config dicts at `RopeSpec.from_hf`
+are in test_fuzz_hf.py).
 
 Each call passes when either
 
 - it raises TypeError or ValueError whose message names, in backticks, a parameter of the
-  function (or, for from_hf, a config key) and the oracle below also calls the input
-  invalid, or
+  function and the oracle below also calls the input invalid, or
 - it returns what the independent computation gives (tests/_independent.py: positions
   shifted with Python integers by the documented rule, RoPE by the textbook formula),
   within each element's own rounding bound;
 
-and no input was mutated. Any other exception, an error for a valid input or a result for
-an invalid one fails. NumPy's floating-point warnings are silenced around the calls: with
-infinite or huge values in `x` the formula itself produces NaN and overflow, identically
-on both sides, and the values are what is checked.
+and no input was mutated (tests/_fuzzing.py). Any other exception, an error for a valid
+input or a result for an invalid one fails. NumPy's floating-point warnings are silenced
+around the calls: with infinite or huge values in `x` the formula itself produces NaN and
+overflow, on both sides alike, and the values are what is checked.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import operator
-import re
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_ref as rr
+from tests._fuzzing import EXAMPLES, INVALID, call, check
 from tests._independent import INT64_MAX, INT64_MIN, fits_int64, rope_half, shifted_grid
-
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-# Per test: 150 under the derandomized "ci" profile (about 15 s in all), more under "thorough".
-EXAMPLES = max(150, settings().max_examples)
-
-INVALID = object()  # the oracle's verdict: the call must raise
 
 DTYPES = [
     np.bool_, np.int8, np.int32, np.int64, np.uint8, np.uint64, np.float16, np.float32,
@@ -63,57 +55,6 @@ SPECS = [
     rr.RopeSpec(4, freqs=[1e308, 0.0]),
     rr.RopeSpec(4, freqs=[5e-324, 2.0]),
 ]
-
-
-def named(error: Exception) -> set[str]:
-    """Names in backticks in an error message (``spec.xpos`` counts as ``spec``)."""
-    return {m.split(".")[0] for m in re.findall(r"`([A-Za-z_][\w.]*)`", str(error))}
-
-
-def call(function, *args: Any, **kwargs: Any) -> Any:
-    """`function(*args, **kwargs)`, its TypeError/ValueError returned, inputs unchanged."""
-    before = copy.deepcopy((args, kwargs))
-    try:
-        with np.errstate(all="ignore"):
-            result = function(*args, **kwargs)
-    except (TypeError, ValueError) as err:
-        result = err
-    assert_unchanged(before, (args, kwargs))
-    return result
-
-
-def assert_unchanged(before: Any, after: Any) -> None:
-    if isinstance(before, np.ndarray):
-        assert type(before) is type(after)
-        assert before.dtype == after.dtype
-        assert before.shape == after.shape
-        if before.dtype.kind == "O":
-            assert_unchanged(before.ravel().tolist(), after.ravel().tolist())
-        else:
-            assert np.array_equal(before, after, equal_nan=before.dtype.kind in "fcmM")
-        if isinstance(before, np.ma.MaskedArray):
-            assert np.array_equal(np.ma.getmaskarray(before), np.ma.getmaskarray(after))
-    elif isinstance(before, list | tuple):
-        for b, a in zip(before, after, strict=True):
-            assert_unchanged(b, a)
-    elif isinstance(before, dict):
-        assert before.keys() == after.keys()
-        for key in before:
-            assert_unchanged(before[key], after[key])
-    elif isinstance(before, float) and math.isnan(before):
-        assert math.isnan(after)
-    else:
-        assert before == after or before is after
-
-
-def check(result: Any, expected: Any, names: set[str]) -> None:
-    """The verdict: an error naming one of `names` iff the oracle says INVALID."""
-    event("refused" if isinstance(result, Exception) else "computed")
-    if isinstance(result, Exception):
-        assert expected is INVALID, f"refused a valid input: {result!r}"
-        assert named(result) & names, f"the error names none of {sorted(names)}: {result}"
-    else:
-        assert expected is not INVALID, f"returned a result for an invalid input: {result!r}"
 
 
 # --- strategies --------------------------------------------------------------------------
@@ -285,20 +226,19 @@ def assert_close(got: np.ndarray, expected: np.ndarray, x: np.ndarray) -> None:
     assert type(got) is np.ndarray
     assert got.dtype == x.dtype
     assert got.shape == expected.shape
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # huge x: bounds and roundings overflow, as they should
         rounded = expected.astype(x.dtype)
         size = np.broadcast_to(np.abs(x.astype(np.float64)), expected.shape)
-    n = x.shape[-1] // 2
-    pair = size[..., :n] + size[..., n : 2 * n]
-    size = np.concatenate([pair, pair, size[..., 2 * n :]], axis=-1)
+        n = x.shape[-1] // 2
+        pair = size[..., :n] + size[..., n : 2 * n]
+        size = np.concatenate([pair, pair, size[..., 2 * n :]], axis=-1)
+        eps = float(np.finfo(x.dtype).eps)
+        tol = (4 * 2.0**-52 + eps) * size + float(np.finfo(x.dtype).smallest_subnormal)
+        error = np.abs(got.astype(np.float64) - expected)
     finite = np.isfinite(rounded)
     # Infinite inputs give NaN or infinity by the formula; kernels may order the operations
     # otherwise (NaN where the formula has infinity): non-finite either way.
     assert not np.any(np.isfinite(got[~finite]))
-    eps = float(np.finfo(x.dtype).eps)
-    tol = (4 * 2.0**-52 + eps) * size + float(np.finfo(x.dtype).smallest_subnormal)
-    with np.errstate(all="ignore"):
-        error = np.abs(got.astype(np.float64) - expected)
     assert np.all((error <= tol)[finite]), float(np.max(np.where(finite, error - tol, -1)))
 
 
@@ -453,140 +393,3 @@ def test_rope_angles_and_cos_sin_fuzz(data, spec):
         assert cos.dtype == sin.dtype == out
         np.testing.assert_array_equal(cos, np.cos(angles).astype(out))
         np.testing.assert_array_equal(sin, np.sin(angles).astype(out))
-
-
-# --- RopeSpec.from_hf ---------------------------------------------------------------------
-
-CONFIG: dict[str, Any] = {
-    "head_dim": 64,
-    "max_position_embeddings": 16384,
-    "rope_parameters": {
-        "rope_type": "yarn",
-        "rope_theta": 10000.0,
-        "factor": 4.0,
-        "original_max_position_embeddings": 4096,
-    },
-}
-# key: (in rope_parameters?, kind). Kinds: int, base (> 1), positive, real, fraction, flag.
-KEYS = {
-    "head_dim": (False, "int"),
-    "max_position_embeddings": (False, "int"),
-    "rope_theta": (True, "base"),
-    "factor": (True, "positive"),
-    "original_max_position_embeddings": (True, "int"),
-    "beta_fast": (True, "positive"),
-    "beta_slow": (True, "positive"),
-    "mscale": (True, "real"),
-    "mscale_all_dim": (True, "real"),
-    "attention_factor": (True, "positive"),
-    "truncate": (True, "flag"),
-    "partial_rotary_factor": (True, "fraction"),
-}
-VALUES = [
-    None, 0, 0.0, -1, 1, 2, 3, 7, 64, 64.0, 96, 128, 4096, 4096.0, 128.7, 0.5, 1.5, 1e308,
-    2**53 + 1, 10**400, math.nan, math.inf, -math.inf, True, False, "", "128", "2", "1e6",
-    [1e4], [], {}, {"a": 1}, "yarn", np.float64(2.5), np.int64(32),
-]  # fmt: skip
-
-
-def key_value(kind: str, value: Any) -> Any:
-    """The value `kind` reads from `value` (None for absent), or INVALID."""
-    if value is None:
-        return None
-    if kind == "flag":
-        return value if isinstance(value, bool) else INVALID
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        return INVALID
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if kind == "int":
-        if isinstance(value, int | np.integer):
-            ok = 1 <= int(value) <= 2**53
-        else:
-            ok = math.isfinite(number) and number.is_integer() and 1 <= number <= 2**53
-        return int(number if not isinstance(value, int | np.integer) else value) if ok else INVALID
-    low_ok = {
-        "base": number > 1, "positive": number > 0, "real": True, "fraction": 0 < number <= 1
-    }[kind]  # fmt: skip
-    return number if math.isfinite(number) and low_ok else INVALID
-
-
-def intended_spec(values: dict[str, Any]) -> Any:
-    """The spec the config means (fields from the values read, HF's defaults), or INVALID."""
-    read = {k: key_value(KEYS[k][1], v) for k, v in values.items()}
-    if any(v is INVALID for v in read.values()):
-        return INVALID
-    get = {**dict.fromkeys(KEYS), **CONFIG, **CONFIG["rope_parameters"], **read}.get
-    head_dim, fraction = get("head_dim"), get("partial_rotary_factor") or 1.0
-    if head_dim is None:
-        return INVALID  # no head size at all
-    original = get("original_max_position_embeddings") or get("max_position_embeddings")
-    factor = get("factor")
-    if factor is None and get("max_position_embeddings") is not None and original:
-        factor = get("max_position_embeddings") / original
-    try:
-        rule = rr.scaling.YaRN(
-            factor,
-            original,
-            beta_fast=32.0 if get("beta_fast") is None else get("beta_fast"),
-            beta_slow=1.0 if get("beta_slow") is None else get("beta_slow"),
-            mscale=get("mscale"),
-            mscale_all_dim=get("mscale_all_dim"),
-            attention_factor=get("attention_factor"),
-            truncate=True if get("truncate") is None else get("truncate"),
-        )
-        base = 10000.0 if get("rope_theta") is None else get("rope_theta")
-        return rr.RopeSpec(head_dim, rotary_dim=int(head_dim * fraction), base=base, scaling=rule)
-    except (TypeError, ValueError):
-        return INVALID
-
-
-@settings(max_examples=2 * EXAMPLES)
-@given(
-    entries=st.dictionaries(
-        st.sampled_from(sorted(KEYS)), st.sampled_from(VALUES) | st.floats(), max_size=3
-    )
-)
-def test_from_hf_fuzz(entries):
-    config = copy.deepcopy(CONFIG)
-    for key, value in entries.items():
-        (config["rope_parameters"] if KEYS[key][0] else config)[key] = value
-    expected = intended_spec(entries)
-    result = call(rr.RopeSpec.from_hf, config)
-    check(result, expected, set(KEYS) | {"config", "head_dim"})
-    if expected is INVALID:
-        bad = {k for k, v in entries.items() if key_value(KEYS[k][1], v) is INVALID}
-        if "head_dim" in entries and entries["head_dim"] is None:
-            bad |= {"config", "head_dim"}  # no head size: a problem of its own
-        assert not bad or named(result) & bad, (result, bad)
-    else:
-        assert result == expected
-
-
-WILD_KEYS = {"config", "rope_parameters", "rope_scaling", "text_config", "rope_type", "type"}
-WILD_KEYS |= {"layer_type", "hidden_size", "num_attention_heads"}
-
-
-@settings(max_examples=EXAMPLES)
-@given(
-    config=st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
-        lambda inner: (
-            st.lists(inner, max_size=3)
-            | st.dictionaries(
-                st.sampled_from(sorted(set(KEYS) | WILD_KEYS)),
-                inner,
-                max_size=4,
-            )
-        ),
-        max_leaves=8,
-    )
-)
-def test_from_hf_wild_configs(config):
-    result = call(rr.RopeSpec.from_hf, config)
-    if isinstance(result, Exception):
-        assert named(result) & (set(KEYS) | WILD_KEYS), result
-    else:
-        assert isinstance(result, rr.RopeSpec)
