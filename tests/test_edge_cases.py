@@ -180,7 +180,7 @@ def test_array_api_strict_strictest_flags():
 # --- integer shifts: exact while the sum fits int64, else float64; never wrapped ----------
 
 SHIFTS = [
-    # the reproducers of the audit: each wrapped to -2**63 before
+    # three reported reproducers, each wrapped to -2**63 before; then more edges
     (np.array([2**63 - 1, 0, 1]), 1),
     (np.array([2**62 + 5, 0, 1]), 2**62 - 1),
     (np.array([2**63, 0, 1], dtype=np.uint64), 1),

@@ -255,7 +255,7 @@ def test_bad_scaling_rule_output_is_caught():
         rr.inv_freq(spec)
 
 
-# --- issue 12: the remaining bad inputs ---------------------------------------------------
+# --- masked arrays, table dtypes, the table cache, analysis arguments ---------------------
 
 MASKED = np.ma.masked_array(np.ones((3, 8)), mask=np.eye(3, 8, dtype=bool))
 

@@ -1,6 +1,6 @@
 """RopeSpec.from_hf reads every config value typed: an error naming the key, never a default.
 
-The values that must be refused are listed by hand below (the audit's reproducers, falsy
+The values that must be refused are listed by hand below (the reported reproducers, falsy
 values, strings of numbers, fractional integers, lists, NaN); the values that must be read
 are compared with the fields they are meant to set. Random configs are in test_fuzz.py.
 """
@@ -48,7 +48,7 @@ NAN, INF = math.nan, math.inf
 
 # (path, value, error, requirement): the message is "`key` must be <requirement>; got <value>".
 REFUSED = [
-    # the audit's reproducers
+    # the reported reproducers
     ((*P, "rope_theta"), 0, ValueError, BASE),
     ((*P, "rope_theta"), 0.0, ValueError, BASE),
     ((*P, "rope_theta"), "", TypeError, BASE),
@@ -227,7 +227,7 @@ ELSEWHERE = [
 
 
 ELSEWHERE += [
-    (  # the audit's reproducer: a ZeroDivisionError in YaRN's default factor
+    (  # a reported reproducer: a ZeroDivisionError in YaRN's default factor
         {"head_dim": 128, "max_position_embeddings": 0, "rope_scaling": {"rope_type": "yarn"}},
         ValueError,
         f"`max_position_embeddings` must be {INT}; got 0 (config).",
