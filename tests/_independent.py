@@ -29,7 +29,8 @@ def shifted(position: int | float, offset: int | float) -> float:
         total = position + int(offset)
         if fits_int64(position, int(offset), total):
             return float(total)
-    return float(np.float64(float(position)) + np.float64(float(offset)))
+    with np.errstate(over="ignore"):  # an overflow gives infinity: the call must refuse it
+        return float(np.float64(float(position)) + np.float64(float(offset)))
 
 
 def shifted_grid(positions: np.ndarray, offset: int | float) -> np.ndarray:
