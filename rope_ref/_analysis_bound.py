@@ -25,7 +25,8 @@ chunks, starting where the last scan succeeded. All :math:`B_m` of a run of cons
 :math:`m` are one matrix product,
 :math:`\cos((m_0 + k)\theta) = \cos m_0\theta\cos k\theta - \sin m_0\theta\sin k\theta`,
 and the cosines of an arithmetic progression of phases come from two short tables the
-same way, so few transcendentals are evaluated.
+same way, so few transcendentals are evaluated. The products are made in BLAS calls small
+enough to stay on the calling thread (`_products` says why).
 """
 
 from __future__ import annotations
@@ -36,11 +37,21 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["smallest_feasible_log_base"]
+__all__ = ["MAX_DIM", "MAX_TERMS", "check_size", "smallest_feasible_log_base"]
+
+#: Largest `dim` searched (512 pairs); rotary dimensions in use are at most a few hundred.
+MAX_DIM = 1024
+#: Largest ``(dim // 2) * context_length``: one evaluation of every :math:`B_m` costs that
+#: many terms, and a search needs thousands of (partial) evaluations. At this size a search
+#: takes about a minute (d = 128 with L = 2**22: 48 to 61 s; d = 256 with L = 2**21: 51 s;
+#: d = 1024 with L = 2**19: 54 s, on a busy 2-core machine); beyond it the time grows
+#: faster than the size (d = 128 with L = 2**23: 125 s).
+MAX_TERMS = 1 << 28
 
 Floats = NDArray[np.float64]
 
 _BLOCK = 256  # m = m0 + k with 0 <= k < _BLOCK: one matrix product per chunk of m
+_CALL = 1 << 17  # multiply-adds per BLAS call at most (see _products)
 _CHUNK = 1 << 15  # values of m per matrix product: small, so a scan stops early
 _FOLLOW = 8  # violators followed per step (those that promise the longest steps)
 _WINDOW = 32  # m within this of the last violators followed are tried first
@@ -99,15 +110,48 @@ def _cis_progression(first: float, step: float, count: int, theta: Floats) -> tu
 
 
 def _grid(rows: tuple[Floats, Floats], theta: Floats, width: int) -> Floats:
-    r"""Sums :math:`B_{m_r + k}` for ``k < width``, one row per ``r``, as one matrix product.
+    r"""Sums :math:`B_{m_r + k}` for ``k < width``, one row per ``r``, as a matrix product.
 
     `rows` holds :math:`\cos m_r\theta` and :math:`\sin m_r\theta`; then
     :math:`\cos((m_r + k)\theta) = \cos m_r\theta \cos k\theta - \sin m_r\theta \sin k\theta`.
     """
     cos_k, sin_k = _cis_progression(0.0, 1.0, width, theta)
     left = np.concatenate([rows[0], -rows[1]], axis=1)
-    values: Floats = left @ np.concatenate([cos_k, sin_k], axis=1).T
-    return values
+    return _products(left, np.concatenate([cos_k, sin_k], axis=1).T)
+
+
+def _products(left: Floats, right: Floats) -> Floats:
+    """``left @ right`` as BLAS calls of at most `_CALL` multiply-adds each.
+
+    A multithreaded BLAS (OpenBLAS in NumPy's wheels) spreads larger products over threads.
+    At these sizes the threads cost more than they save, and their workers keep spinning
+    between the search's thousands of products, taking the cores the search itself needs:
+    on a busy 2-core machine a 1M-token search took 15 to 67 s (median 55 s) with one
+    product per scan and 6 to 14 s (median 13 s) like this. Products below OpenBLAS's
+    threshold (4 x 65536 multiply-adds) run on the calling thread.
+    """
+    n_rows, inner = left.shape
+    width = right.shape[1]
+    per_call, cols = call_shape(n_rows, inner, width)
+    if per_call >= n_rows and cols == width:
+        return left @ right
+    groups = -(-n_rows // per_call)
+    if groups * per_call != n_rows:
+        left = np.concatenate([left, np.zeros((groups * per_call - n_rows, inner))])
+    stacked = left.reshape(groups, per_call, inner)
+    parts = [stacked @ right[:, first : first + cols] for first in range(0, width, cols)]
+    return np.concatenate(parts, axis=2).reshape(groups * per_call, width)[:n_rows]
+
+
+def call_shape(n_rows: int, inner: int, width: int) -> tuple[int, int]:
+    """Rows and columns of each BLAS call of `_products`: at most `_CALL` multiply-adds.
+
+    At least two rows (a matrix product, not a vector one, which BLAS threads otherwise).
+    """
+    if n_rows * inner * width <= _CALL:
+        return n_rows, width
+    cols = max(1, min(width, _CALL // (2 * inner)))
+    return max(2, _CALL // (inner * cols)), cols
 
 
 def _safe_step(values: Floats, slopes: Floats, curvature: Floats) -> Floats:
@@ -188,6 +232,19 @@ class _Search:
 
 
 _CACHE: dict[tuple[int, int], float] = {}
+
+
+def check_size(dim: int, context_length: int) -> None:
+    """Raise ValueError, naming the limit and why, for a context too long to search."""
+    pairs = dim // 2
+    if pairs * context_length > MAX_TERMS:
+        msg = (
+            f"`context_length` must be at most {MAX_TERMS // pairs:,} for dim = {dim} "
+            f"((dim / 2) * context_length <= 2**28: each evaluation of B_m over the context "
+            f"costs that many terms and the search needs thousands, about a minute at the "
+            f"limit); got {context_length:,}."
+        )
+        raise ValueError(msg)
 
 
 def smallest_feasible_log_base(

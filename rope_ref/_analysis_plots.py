@@ -16,12 +16,23 @@ if mpl.get_backend().lower() not in {"agg", "pdf", "svg", "ps", "cairo"}:
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 
+from rope_ref._analysis_bound import MAX_DIM
 from rope_ref._spec import RopeSpec
-from rope_ref.analysis import base_lower_bound, decay_bound, discrimination, wavelengths
+from rope_ref.analysis import (
+    base_lower_bound,
+    check_bound_size,
+    decay_bound,
+    discrimination,
+    wavelengths,
+)
 
-__all__ = ["BOUND_CONTEXTS", "FIGURES", "bound_figure"]
+__all__ = ["BOUND_CONTEXTS", "FIGURES", "FORMATS", "bound_figure", "check_figure"]
+
+#: File formats matplotlib writes, by extension (png, pdf, svg, ...).
+FORMATS = tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
 #: Context lengths of the base-bound figure: 1K .. 1M tokens.
 BOUND_CONTEXTS = tuple(2**p for p in range(10, 21))
@@ -29,6 +40,22 @@ BOUND_CONTEXTS = tuple(2**p for p in range(10, 21))
 DISCRIMINATION_BASES = (1e4, 1e5, 5e5, 1e7)
 #: Bases used by well-known models, marked on the base-bound figure.
 KNOWN_BASES = {"10,000 (LLaMA 2)": 1e4, "500,000 (LLaMA 3)": 5e5}
+
+
+def check_figure(figure: str, *, dim: int) -> None:
+    """Raise ValueError naming the limit when `figure` cannot be drawn for `dim`.
+
+    The bound figure takes `rope_ref.analysis.base_lower_bound`'s limits for its longest
+    context; the others the same limit on `dim` (they are about rotary dimensions in use).
+    """
+    if figure == "bound":
+        check_bound_size(dim, BOUND_CONTEXTS[-1])
+    elif dim > MAX_DIM:
+        msg = (
+            f"`dim` must be at most {MAX_DIM} for a figure (they are about the rotary "
+            f"dimensions in use, at most a few hundred); got {dim}."
+        )
+        raise ValueError(msg)
 
 
 def _save(fig: Figure, path: Path) -> None:

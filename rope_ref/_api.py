@@ -26,7 +26,7 @@ from rope_ref._compat import (
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
 from rope_ref._foreign import accepts_foreign_arrays, is_mlx_array, on_host
-from rope_ref._frequencies import max_plus_one, move_tables, tables
+from rope_ref._frequencies import check_seq_len, max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
     check_offset,
@@ -38,7 +38,7 @@ from rope_ref._positions import (
 from rope_ref._spec import RopeSpec, check_spec
 from rope_ref._table_cache import positions_key, table_cache
 from rope_ref._typing import FORMS, Array, ArrayNamespace, BackendName, Form, Role
-from rope_ref._validation import check_axis, check_choice
+from rope_ref._validation import check_axis, check_choice, check_not_masked
 
 __all__ = ["apply_rope", "apply_rope_qk"]
 
@@ -78,7 +78,9 @@ def apply_rope(
         sequences, left padding). Multi-axis specs take a trailing axis of
         ``spec.n_axes``.
     offset : float, default 0
-        Added to every position (e.g. the KV-cache length while decoding).
+        Added to every position (e.g. the KV-cache length while decoding): exactly for
+        integers while the sum fits int64, else in float64; an overflow is a ValueError
+        (see the Precision page).
     seq_axis : int, default -2
         Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
         ``(batch, seq)``.
@@ -269,14 +271,14 @@ def apply_rope_qk(
     if _check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
         raise TypeError(msg)
-    spec = _resolve_spec(spec, q)
+    spec = _resolve_spec(spec, q, "q")
     if k.shape[-1] != spec.head_dim:
         msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
         raise ValueError(msg)
     if positions is None:
-        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim)]
+        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
         if k_positions is None:
-            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim)]
+            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
             k_positions = default_positions(
                 k_len, check_offset(offset), xp=xp, dev=device(k), n_axes=spec.position_axes
             )
@@ -327,6 +329,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
     if not array_api_compat.is_array_api_obj(x):
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
+    check_not_masked(name, x)
     xp = array_namespace(x, name=name)
     if not is_real_floating(xp, x.dtype):
         msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
@@ -337,13 +340,13 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
     return xp
 
 
-def _resolve_spec(spec: RopeSpec | None, x: Array) -> RopeSpec:
+def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
     if spec is None:
         return RopeSpec(head_dim=x.shape[-1])
     spec = check_spec(spec)
     if x.shape[-1] != spec.head_dim:
         msg = (
-            f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+            f"`{name}` must have spec.head_dim = {spec.head_dim} features on its last axis; "
             f"got shape {tuple(x.shape)}."
         )
         raise ValueError(msg)
@@ -388,8 +391,19 @@ def _tables_for(
 
     if not array_api_compat.is_numpy_namespace(xp):
         return build()
+    # What the key holds is validated first: a cache hit must refuse what a miss refuses.
+    offset = check_offset(offset)
+    seq_axis = check_axis("seq_axis", seq_axis)
+    seq_len = check_seq_len(seq_len)
+    if not (positions is None or _plain_real_array(positions)):
+        return build()  # Python sequences, object arrays, masked arrays: validated there
     key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
     return build() if key is None else table_cache.get_or_build(key, build)
+
+
+def _plain_real_array(positions: object) -> bool:
+    """Whether `positions` is a plain NumPy array of integers or reals (keyable by bytes)."""
+    return type(positions) is np.ndarray and positions.dtype.kind in "iuf"
 
 
 def _cache_key(

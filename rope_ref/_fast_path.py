@@ -104,7 +104,8 @@ class _Call:
             if row + self.length <= BLOCK:  # the common case, inline: rows of one block
                 block = offset >> BLOCK_BITS
                 hit = offset_cache.get((self.tables.id, block)) or self.tables.block(block)
-                return self.launch(x, out, hit[0], hit[1], row)
+                if hit is not None:
+                    return self.launch(x, out, hit[0], hit[1], row)
         rows = self.tables.rows(offset, self.length)
         return None if rows is None else self.launch(x, out, *rows)
 
@@ -186,13 +187,15 @@ class _OffsetTables:
         first, last = self.block_offsets(length)
         if type(offset) is int and first <= offset <= last:
             block, row = divmod(offset, BLOCK)
-            if row + length <= BLOCK:
-                return (*self.block(block), row)
-            parts = [self.block(b) for b in range(block, (offset + length - 1) // BLOCK + 1)]
-            stop = row + length
-            cos, sin = (np.concatenate([p[i] for p in parts])[row:stop] for i in (0, 1))
-            cos.flags.writeable = sin.flags.writeable = False  # as cached tables: one type
-            return cos, sin, 0
+            blocks = range(block, (offset + length - 1) // BLOCK + 1)
+            parts = [self.block(b) for b in blocks]
+            if len(parts) == 1 and parts[0] is not None:
+                return (*parts[0], row)
+            if all(part is not None for part in parts):
+                stop = row + length
+                cos, sin = (np.concatenate([p[i] for p in parts])[row:stop] for i in (0, 1))  # type: ignore[index]
+                cos.flags.writeable = sin.flags.writeable = False  # as cached tables
+                return cos, sin, 0
         return self._at(offset, length)
 
     def block_offsets(self, length: int) -> tuple[float, float]:
@@ -205,21 +208,36 @@ class _OffsetTables:
             return math.inf, -math.inf
         return -EXACT_INT + BLOCK, EXACT_INT - length
 
-    def block(self, block: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``block * BLOCK`` to ``(block + 1) * BLOCK - 1``, cached."""
+    def block(self, block: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Rows ``block * BLOCK`` to ``(block + 1) * BLOCK - 1``, cached.
+
+        None when an angle of the block overflows: whether the call's own positions do is
+        then `_at`'s (and the general path's) question.
+        """
         key = (self.id, block)
         hit = offset_cache.get(key)
-        return hit if hit is not None else offset_cache.add(key, *self._build(BLOCK, block * BLOCK))
+        if hit is not None:
+            return hit
+        try:
+            built = self._build(BLOCK, block * BLOCK)
+        except ValueError:
+            return None
+        return offset_cache.add(key, *built)
 
     def _at(self, offset: Any, length: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The call's own rows; None where the general path must decide (and say why)."""
         try:
             float(offset)
         except OverflowError:  # an int beyond float range
             return None
         key = (self.id, type(offset), offset, length)
         hit = offset_cache.get(key)
-        cos, sin = hit if hit is not None else offset_cache.add(key, *self._build(length, offset))
-        return cos, sin, 0
+        if hit is None:
+            try:
+                hit = offset_cache.add(key, *self._build(length, offset))
+            except ValueError:  # an overflow: the general path raises the documented error
+                return None
+        return hit[0], hit[1], 0
 
     def _build(self, length: int, offset: Any) -> tuple[np.ndarray, np.ndarray]:
         """The general path's tables for ``offset + arange(length)``, ``(length, n_pairs)``."""

@@ -6,15 +6,18 @@ import decimal
 import functools
 import math
 
+import array_api_compat
 import numpy as np
 from numpy.typing import NDArray
 
 from rope_ref._compat import (
+    all_finite,
     array_namespace,
     device,
     dtype_name,
     has_float64,
     host_namespace,
+    is_real_floating,
     to_numpy,
 )
 from rope_ref._positions import as_positions
@@ -25,6 +28,7 @@ from rope_ref._validation import check_choice, check_real
 
 __all__ = [
     "attention_factor",
+    "check_seq_len",
     "inv_freq",
     "max_plus_one",
     "move_tables",
@@ -60,7 +64,7 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
     [1.0, 0.01]
     """
     check_spec(spec)
-    seq_len = _check_seq_len(seq_len)
+    seq_len = check_seq_len(seq_len)
     if spec.freqs is not None:
         return np.array(spec.freqs, dtype=np.float64)
     d = spec._rotary_dim
@@ -118,7 +122,7 @@ def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
     1.0
     """
     check_spec(spec)
-    seq_len = _check_seq_len(seq_len)
+    seq_len = check_seq_len(seq_len)
     if spec.scaling is None:
         return 1.0
     return check_real(
@@ -201,8 +205,9 @@ def rope_cos_sin(
     positions : array_like
         As for `rope_angles`.
     dtype : dtype, optional
-        Output dtype of the namespace of `positions`; float64 by default (float32 where
-        the namespace or device has no float64).
+        A real floating dtype of the namespace of `positions` (for NumPy, anything
+        `numpy.dtype` reads, such as ``"float32"``); float64 by default (float32 where the
+        namespace or device has no float64).
     seq_len : float, optional
         For length-dependent scalings; defaults to ``max(positions) + 1``.
     role : {"query", "key"}, optional
@@ -221,11 +226,31 @@ def rope_cos_sin(
     ([[1.0]], [[0.0]])
     """
     p, pxp, xp, dev = _float64_positions(positions, spec)
+    dtype = _check_dtype(dtype, xp)
     cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
     if pxp is not xp:
         return move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
     out_dtype = xp.float64 if dtype is None else dtype
     return round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
+
+
+def _check_dtype(dtype: object, xp: ArrayNamespace) -> object:
+    """None, or `dtype` if it is a real floating dtype of `xp`; else TypeError naming it."""
+    if dtype is None:
+        return None
+    try:
+        if array_api_compat.is_numpy_namespace(xp):
+            dtype = np.dtype(dtype)  # type: ignore[call-overload]
+        real = is_real_floating(xp, dtype)  # bfloat16 included
+    except (TypeError, AttributeError, ValueError):  # not a dtype of this namespace at all
+        real = False
+    if not real:
+        msg = (
+            f"`dtype` must be a real floating dtype of {xp.__name__} (tables are cos and "
+            f"sin values); got {dtype!r}."
+        )
+        raise TypeError(msg)
+    return dtype
 
 
 def tables(
@@ -274,10 +299,20 @@ def move_tables(
 
 def _angles(spec: RopeSpec, p: Array, theta: NDArray[np.float64], *, xp: ArrayNamespace) -> Array:
     inv = xp.asarray(theta, device=device(p))
-    if spec.sections is None:
-        return p[..., None] * inv
-    axes = xp.asarray(pair_axes(spec), device=device(p))
-    return xp.take(p, axes, axis=-1) * inv
+    with np.errstate(over="ignore", invalid="ignore"):  # reported below, naming `positions`
+        if spec.sections is None:
+            angles = p[..., None] * inv
+        else:
+            angles = xp.take(p, xp.asarray(pair_axes(spec), device=device(p)), axis=-1) * inv
+    if all_finite(angles, xp) is False:
+        top = float(xp.max(xp.abs(p)))
+        msg = (
+            "`positions` times the inverse frequencies overflow float64 (every angle "
+            f"position * inv_freq must be finite); got |positions| up to {top:.6g} and "
+            f"inv_freq up to {float(np.max(theta)):.6g}."
+        )
+        raise ValueError(msg)
+    return angles
 
 
 def _xpos_scale(
@@ -296,13 +331,23 @@ def _xpos_scale(
     log_zeta = xp.asarray(np.log(xpos.zeta(spec._rotary_dim)), device=device(p))
     power = (p[..., None] - xpos.center(seq_len)) / xpos.scale_base
     sign = 1.0 if role == "query" else -1.0
-    return xp.exp((sign * power) * log_zeta)
+    with np.errstate(over="ignore"):  # reported below, naming `positions`
+        scale = xp.exp((sign * power) * log_zeta)
+    if all_finite(scale, xp) is False:
+        msg = (
+            "`positions` lie too far from the xPos centre for float64: the scale "
+            "zeta ** ((position - centre) / scale_base) overflows; got |positions| up to "
+            f"{float(xp.max(xp.abs(p))):.6g}, centre {xpos.center(seq_len):.6g} and "
+            f"scale_base {xpos.scale_base:.6g}."
+        )
+        raise ValueError(msg)
+    return scale
 
 
 def _resolve_seq_len(
     spec: RopeSpec, p: Array, seq_len: float | None, xp: ArrayNamespace
 ) -> float | None:
-    seq_len = _check_seq_len(seq_len)
+    seq_len = check_seq_len(seq_len)
     if seq_len is not None or spec.scaling is None:
         return seq_len
     return max_plus_one(p, xp)
@@ -321,7 +366,7 @@ def max_plus_one(p: Array, xp: ArrayNamespace) -> float:
         raise ValueError(msg) from err
 
 
-def _check_seq_len(seq_len: object) -> float | None:
+def check_seq_len(seq_len: object) -> float | None:
     if seq_len is None:
         return None
     value = check_real("seq_len", seq_len)

@@ -8,13 +8,13 @@ Mirrors ``transformers.modeling_rope_utils`` (5.x): the standardization of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from rope_ref._hf_reader import ConfigReader
 from rope_ref._spec import RopeSpec, ScalingRule
 from rope_ref._typing import SectionOrder
-from rope_ref._validation import check_choice
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
 
 __all__ = ["spec_from_hf", "spec_to_hf"]
@@ -27,55 +27,43 @@ _ALIASES = {"su": "longrope", "mrope": "default"}
 _INTERLEAVED_FAMILIES = ("qwen3_vl", "qwen3_5", "qwen3_omni", "qwen4", "cosmos3")
 #: mrope_section defaults of HF's rotary modules when a config has none.
 _DEFAULT_SECTIONS = {"qwen2_vl": (16, 24, 24), "qwen2_5_vl": (16, 24, 24), "qwen3_vl": (24, 20, 20)}
+T = TypeVar("T")
+
 _TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "axial")
-
-
-class _Config:
-    """Uniform read access to a config.json mapping or a transformers config object."""
-
-    def __init__(self, config: object) -> None:
-        if config is None or isinstance(config, str | bytes):
-            msg = f"`config` must be a config mapping or a transformers config; got {config!r}."
-            raise TypeError(msg)
-        self.config = config
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if isinstance(self.config, Mapping):
-            value = self.config.get(key, default)
-        else:
-            value = getattr(self.config, key, default)
-        return default if value is None else value
-
-    def has(self, key: str) -> bool:
-        return self.get(key) is not None
 
 
 def spec_from_hf(
     config: object, *, layer_type: str | None = None, section_order: SectionOrder | None = None
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
-    outer = _Config(config)
+    outer = ConfigReader(config)
     cfg = outer
-    text = outer.get("text_config")
+    text = outer.section("text_config")
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
-        cfg = _Config(text)
+        cfg = text
     top = _top_rope_parameters(cfg)
-    params = _layer_parameters(top, layer_type)
+    params = _layer_parameters(top, cfg, layer_type)
     rope_type = _rope_type(params, cfg)
-    base = float(params.get("rope_theta") or cfg.get("rope_theta") or cfg.get("default_theta", 1e4))
-    fraction = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    base = _base(params, cfg)
     head_dim = _head_dim(cfg, vision=rope_type == "axial")
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
+    fraction, source = _fraction_of(params, cfg, zero_allowed=rope_type == "proportional")
+    scaling = _rule(rope_type, params, top, cfg, fraction)
+    sections = params.integers("mrope_section")
+    # Every value has been read and checked on its own; now the combinations.
     rotary_dim = head_dim if rope_type == "proportional" else int(head_dim * fraction)
-    if rotary_dim % 2:
+    if rotary_dim % 2 or rotary_dim < 2:
         msg = (
-            f"`partial_rotary_factor` must give an even rotary dimension; got "
-            f"int({head_dim} * {fraction!r}) = {rotary_dim}."
+            "`partial_rotary_factor` must give an even rotary dimension of at least 2 from "
+            f"`head_dim` (HF's int(head_dim * partial_rotary_factor)); got "
+            f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
         )
         raise ValueError(msg)
-    scaling = _rule(rope_type, params, top, cfg, fraction)
-    sections = params.get("mrope_section") or _default_sections(outer, cfg)
+    if sections is not None and sum(sections) != rotary_dim // 2:
+        requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
+        params.fail("mrope_section", requirement, list(sections), ValueError)
+    sections = sections or _default_sections(outer, cfg)
     if section_order is None:
         section_order = _default_section_order(params, outer, cfg)
     return RopeSpec(
@@ -83,39 +71,83 @@ def spec_from_hf(
         rotary_dim=rotary_dim,
         base=base,
         scaling=scaling,
-        sections=None if sections is None else tuple(sections),
+        sections=sections,
         section_order=section_order,
     )
 
 
-def _top_rope_parameters(cfg: _Config) -> dict[str, Any]:
+def _top_rope_parameters(cfg: ConfigReader) -> ConfigReader:
     """HF's priority: a legacy ``rope_scaling`` dict wins over ``rope_parameters``."""
-    params = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    if not isinstance(params, Mapping):
-        msg = f"`config.rope_parameters` must be a mapping; got {params!r}."
-        raise TypeError(msg)
-    return dict(params)
+    for key in ("rope_scaling", "rope_parameters"):
+        params = cfg.section(key)
+        if params is not None and _keys(params):
+            return params
+    return ConfigReader({}, f"{cfg.where}.rope_parameters")
 
 
-def _layer_parameters(top: dict[str, Any], layer_type: str | None) -> dict[str, Any]:
-    nested = sorted(k for k, v in top.items() if isinstance(v, Mapping))
+def _keys(params: ConfigReader) -> list[str]:
+    config = params.config
+    return list(config) if isinstance(config, Mapping) else list(vars(config))
+
+
+def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | None) -> ConfigReader:
+    """The parameters of `layer_type` when they are nested by layer type, else `top`.
+
+    As HF, only keys that the config declares as layer types (``layer_types``, or a config
+    class's ``_rope_type_labels``) count as nested.
+    """
+    labels = cfg.strings("_rope_type_labels") or cfg.strings("layer_types") or ()
+    nested = sorted(k for k in _keys(top) if k in labels)
     if not nested:
         if layer_type is not None:
             msg = f"`layer_type` must be None for a config with one RoPE; got {layer_type!r}."
             raise ValueError(msg)
-        return dict(top)
+        return top
     if layer_type not in nested:
         msg = f"`layer_type` must be one of {', '.join(map(repr, nested))}; got {layer_type!r}."
         raise ValueError(msg)
-    return dict(top[layer_type])
+    params = top.section(layer_type)
+    if params is None:
+        top.fail(layer_type, "the parameters of that layer type", None, ValueError)
+    return params
 
 
-def _rope_type(params: Mapping[str, Any], cfg: _Config) -> str:
-    rope_type = str(params.get("rope_type", params.get("type", "default")))
+def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
+    key = "rope_type" if params.has("rope_type") else "type"
+    rope_type = params.string(key) or "default"
     rope_type = _ALIASES.get(rope_type, rope_type)
-    if rope_type == "yarn" and cfg.get("model_type") == "phi3":
+    if rope_type == "yarn" and cfg.string("model_type") == "phi3":
         rope_type = "longrope"  # Phi-3 configs once called LongRoPE "yarn"
-    return check_choice("rope_type", rope_type, _TYPES)
+    if rope_type not in _TYPES:
+        msg = (
+            f"`rope_type` must be one of {', '.join(map(repr, _TYPES))}; got {rope_type!r} "
+            f"({params.where})."
+        )
+        raise ValueError(msg)
+    return rope_type
+
+
+def _base(params: ConfigReader, cfg: ConfigReader) -> float:
+    """``rope_theta`` of the parameters, else of the config, else the class default."""
+    keys = ((params, "rope_theta"), (cfg, "rope_theta"), (cfg, "default_theta"))
+    return float(_first([source.real(key, above=1.0) for source, key in keys], 10000.0))
+
+
+def _first(values: list[Any], default: Any) -> Any:
+    """The first value that is not None (every one was checked), else `default`."""
+    return next((v for v in values if v is not None), default)
+
+
+def _fraction_of(
+    params: ConfigReader, cfg: ConfigReader, *, zero_allowed: bool
+) -> tuple[float, ConfigReader]:
+    """``partial_rotary_factor`` (parameters first, as HF) and where it was read."""
+    bounds = {"at_least": 0.0} if zero_allowed else {"above": 0.0}
+    values = [s.real("partial_rotary_factor", at_most=1.0, **bounds) for s in (params, cfg)]
+    for value, source in zip(values, (params, cfg), strict=True):
+        if value is not None:
+            return value, source
+    return 1.0, params
 
 
 def _axial_spec(head_dim: int, base: float) -> RopeSpec:
@@ -129,102 +161,127 @@ def _axial_spec(head_dim: int, base: float) -> RopeSpec:
     return RopeSpec(head_dim, freqs=axial_freqs(sections, base=base), sections=sections)
 
 
-def _head_dim(cfg: _Config, *, vision: bool = False) -> int:
-    head_dim = cfg.get("head_dim")
-    if head_dim:
-        return int(head_dim)
-    hidden = (vision and cfg.get("embed_dim")) or cfg.get("hidden_size")
-    heads = cfg.get("num_attention_heads")
-    if not (hidden and heads):
+def _head_dim(cfg: ConfigReader, *, vision: bool = False) -> int:
+    head_dim = cfg.integer("head_dim")
+    if head_dim is not None:
+        return head_dim
+    hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
+    hidden, heads = cfg.integer(hidden_key), cfg.integer("num_attention_heads")
+    if hidden is None or heads is None:
         msg = (
             "`config` must give head_dim, or hidden_size and num_attention_heads; "
-            f"got head_dim={head_dim!r}, hidden_size={hidden!r}, num_attention_heads={heads!r}."
+            f"got head_dim=None, {hidden_key}={hidden!r}, num_attention_heads={heads!r} "
+            f"({cfg.where})."
         )
         raise ValueError(msg)
-    return int(hidden) // int(heads)
+    if hidden % heads:
+        requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
+        cfg.fail(hidden_key, requirement, hidden, ValueError)
+    return hidden // heads
 
 
-def _original_max_position(params: Mapping[str, Any], cfg: _Config) -> Any:
+def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
     """HF: a top-level value wins, then the rope parameters, then max_position_embeddings."""
-    for value in (
-        cfg.get("original_max_position_embeddings"),
-        params.get("original_max_position_embeddings"),
-        cfg.get("max_position_embeddings"),
-    ):
-        if value is not None:
-            return value
-    msg = "`config` must give original_max_position_embeddings or max_position_embeddings."
-    raise ValueError(msg)
-
-
-def _max_position(cfg: _Config) -> Any:
-    value = cfg.get("max_position_embeddings")
+    value = _first(
+        [
+            cfg.integer("original_max_position_embeddings"),
+            params.integer("original_max_position_embeddings"),
+            cfg.integer("max_position_embeddings"),
+        ],
+        None,
+    )
     if value is None:
-        msg = "`config` must give max_position_embeddings for rope_type 'dynamic'."
+        msg = (
+            "`config` must give original_max_position_embeddings or max_position_embeddings "
+            f"({cfg.where})."
+        )
         raise ValueError(msg)
+    return int(value)
+
+
+def _given(params: ConfigReader, key: str, value: T | None, rope_type: str) -> T:
+    """`value`, or ValueError naming `key` when it is absent (None)."""
+    if value is None:
+        params.fail(key, f"given for rope_type {rope_type!r}", None, ValueError)
     return value
 
 
 def _rule(
     rope_type: str,
-    params: Mapping[str, Any],
-    top: Mapping[str, Any],
-    cfg: _Config,
+    params: ConfigReader,
+    top: ConfigReader,
+    cfg: ConfigReader,
     fraction: float,
 ) -> ScalingRule | None:
-    factor: Any = params.get("factor")
+    """The scaling rule; every value is read (and checked) before any is found missing."""
     if rope_type == "default":
         return None
+    factor = params.real("factor", above=0.0)
+    max_position = cfg.integer("max_position_embeddings")
     if rope_type == "linear":
-        return Linear(factor)
+        return Linear(_given(params, "factor", factor, rope_type))
     if rope_type == "dynamic":
-        return DynamicNTK(factor, max_position=_max_position(cfg))
+        if max_position is None:
+            cfg.fail("max_position_embeddings", "given for rope_type 'dynamic'", None, ValueError)
+        return DynamicNTK(_given(params, "factor", factor, rope_type), max_position=max_position)
     if rope_type == "proportional":
-        return Proportional(fraction, factor=1.0 if factor is None else factor)
-    original = _original_max_position(params, cfg)
+        return Proportional(fraction, factor=_or(factor, 1.0))
     if rope_type == "llama3":
-        return Llama3(
-            factor,
-            original,
-            low_freq_factor=params.get("low_freq_factor", 1.0),
-            high_freq_factor=params.get("high_freq_factor", 4.0),
-        )
-    if factor is None and cfg.has("max_position_embeddings"):
-        factor = cfg.get("max_position_embeddings") / original
+        low = _or(params.real("low_freq_factor", above=0.0), 1.0)
+        high = _or(params.real("high_freq_factor", above=0.0), 4.0)
+        original = _original_max_position(params, cfg)
+        factor = _given(params, "factor", factor, rope_type)
+        return Llama3(factor, original, low_freq_factor=low, high_freq_factor=high)
+    attention_factor = params.real("attention_factor", above=0.0)
     if rope_type == "longrope":
+        short, long = params.reals("short_factor"), params.reals("long_factor")
+        original = _original_max_position(params, cfg)
+        factor = _or(factor, None if max_position is None else max_position / original)
         return LongRoPE(
-            params.get("short_factor"),
-            params.get("long_factor"),
+            _given(params, "short_factor", short, rope_type),
+            _given(params, "long_factor", long, rope_type),
             original,
             factor=factor,
-            attention_factor=params.get("attention_factor"),
+            attention_factor=attention_factor,
         )
-    return YaRN(
-        factor,
-        original,
-        beta_fast=params.get("beta_fast") or 32.0,
-        beta_slow=params.get("beta_slow") or 1.0,
-        mscale=params.get("mscale"),
-        mscale_all_dim=params.get("mscale_all_dim"),
-        attention_factor=params.get("attention_factor"),
-        truncate=top.get("truncate", True),  # HF reads it from the top-level parameters
-    )
+    fields = {
+        "beta_fast": _or(params.real("beta_fast", above=0.0), 32.0),
+        "beta_slow": _or(params.real("beta_slow", above=0.0), 1.0),
+        "mscale": params.real("mscale"),
+        "mscale_all_dim": params.real("mscale_all_dim"),
+        "truncate": _or(top.flag("truncate"), True),  # HF reads it from the top level
+    }
+    original = _original_max_position(params, cfg)
+    if factor is None and max_position is not None:
+        factor = max_position / original  # HF's default
+    if factor is None:
+        params.fail(
+            "factor", "given for rope_type 'yarn' (or max_position_embeddings)", None, ValueError
+        )
+    return YaRN(factor, original, attention_factor=attention_factor, **fields)
 
 
-def _default_sections(outer: _Config, cfg: _Config) -> tuple[int, ...] | None:
+def _or(value: Any, default: Any) -> Any:
+    """`value`, or `default` when it is None (absent); 0 and False are values."""
+    return default if value is None else value
+
+
+def _default_sections(outer: ConfigReader, cfg: ConfigReader) -> tuple[int, ...] | None:
     """The sections HF's Qwen-VL text rotary modules assume when the config has none."""
-    for model_type in (cfg.get("model_type"), outer.get("model_type")):
+    for model_type in (cfg.string("model_type"), outer.string("model_type")):
         for family, sections in _DEFAULT_SECTIONS.items():
-            if isinstance(model_type, str) and model_type.startswith(family):
+            if model_type is not None and model_type.startswith(family):
                 return sections
     return None
 
 
-def _default_section_order(params: Mapping[str, Any], outer: _Config, cfg: _Config) -> SectionOrder:
-    if params.get("mrope_interleaved"):
+def _default_section_order(
+    params: ConfigReader, outer: ConfigReader, cfg: ConfigReader
+) -> SectionOrder:
+    if params.flag("mrope_interleaved"):
         return "interleaved"
-    for model_type in (cfg.get("model_type"), outer.get("model_type")):
-        if isinstance(model_type, str) and model_type.startswith(_INTERLEAVED_FAMILIES):
+    for model_type in (cfg.string("model_type"), outer.string("model_type")):
+        if model_type is not None and model_type.startswith(_INTERLEAVED_FAMILIES):
             return "interleaved"
     return "chunked"
 

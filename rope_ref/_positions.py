@@ -1,4 +1,17 @@
-"""Positions: validation, and laying a position grid along the axes of ``x``."""
+"""Positions: validation, shifting by an offset, and laying a grid along the axes of ``x``.
+
+Shifting is exact, rounded or refused, never wrapped (see "Positions and offsets" on the
+Precision page of the documentation):
+
+- integer positions plus an integer offset are added exactly in int64 wherever the sum
+  fits int64 (``-2**63 <= p + offset < 2**63``);
+- everywhere else (a fractional offset, floating positions, or a sum outside int64) the
+  position and the offset are rounded to float64 and added in float64;
+- a sum that overflows float64 raises ValueError.
+
+Tables are built from float64 positions, so an exact int64 sum is rounded to float64 once,
+where the angles are computed.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +22,11 @@ import numpy as np
 
 from rope_ref._compat import all_finite, array_namespace, compute_dtype, device, is_array
 from rope_ref._typing import Array, ArrayNamespace
-from rope_ref._validation import check_axis
+from rope_ref._validation import check_axis, check_not_masked
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "as_positions",
     "check_offset",
     "default_positions",
@@ -20,6 +35,8 @@ __all__ = [
     "normalize_seq_axis",
     "shift",
 ]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def as_positions(
@@ -35,6 +52,7 @@ def as_positions(
     Python numbers and sequences, and NumPy arrays, are accepted with any namespace; arrays
     of another namespace than `xp` are a TypeError (no silent device transfers).
     """
+    check_not_masked(name, positions)
     if is_array(positions):
         p = positions
         if xp is not None and array_namespace(p, name=name) is not xp:
@@ -77,15 +95,20 @@ def _from_python(positions: object, name: str) -> np.ndarray:
     return p
 
 
-def normalize_seq_axis(seq_axis: object, ndim: int) -> int:
-    """Return `seq_axis` as a non-negative axis of ``x.shape[:-1]`` or raise."""
+def normalize_seq_axis(seq_axis: object, ndim: int, name: str = "x") -> int:
+    """Return `seq_axis` as a non-negative axis of ``x.shape[:-1]`` or raise.
+
+    `name` is the array's parameter name in messages (``q`` and ``k`` for apply_rope_qk).
+    """
     seq_axis = check_axis("seq_axis", seq_axis)
     if ndim < 2:
-        msg = f"`x` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
+        msg = (
+            f"`{name}` must have a sequence axis before the feature axis; got {ndim} dimension(s)."
+        )
         raise ValueError(msg)
     if not -ndim <= seq_axis < ndim or seq_axis % ndim == ndim - 1:
         msg = (
-            f"`seq_axis` must name an axis of x other than the last (from {-ndim} to "
+            f"`seq_axis` must name an axis of {name} other than the last (from {-ndim} to "
             f"{ndim - 2}, excluding -1); got {seq_axis}."
         )
         raise ValueError(msg)
@@ -100,17 +123,21 @@ def default_positions(
     dev: object,
     n_axes: int | None = None,
 ) -> Array:
-    """``offset + arange(length)`` (integers when `offset` is), repeated per axis if any."""
+    """``offset + arange(length)``, repeated per axis if any (see the module docstring).
+
+    int64 when `offset` is an integer and ``offset + length - 1`` fits int64, else float64
+    (``float(offset) + arange(length)``).
+    """
     if not isinstance(length, int):  # Dask arrays with unknown chunk sizes have NaN here
         msg = (
             f"`x` must have a known length along seq_axis; got {length!r} "
             "(for Dask, call x.compute_chunk_sizes() first)."
         )
         raise ValueError(msg)
-    if float(offset).is_integer() and abs(offset) < 2**62:
+    if float(offset).is_integer() and INT64_MIN <= int(offset) <= INT64_MAX - max(length - 1, 0):
         p = xp.arange(length, dtype=xp.int64, device=dev) + int(offset)
-    else:
-        p = xp.arange(length, dtype=xp.float64, device=dev) + offset
+    else:  # a fractional offset, or a sum beyond int64
+        p = xp.arange(length, dtype=xp.float64, device=dev) + float(offset)
     if n_axes is not None:
         p = xp.stack([p] * n_axes, axis=-1)
     return p
@@ -223,9 +250,42 @@ def check_offset(offset: object) -> float:
 
 
 def shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
-    """``p + offset`` without wrap-around: integers are promoted to int64 (or float64)."""
+    """``p + offset`` for validated positions: exact in int64 or rounded in float64, never wrapped.
+
+    See the module docstring. The result is int64 when the dtype of `p` guarantees that
+    every sum fits int64, else float64 (the compute dtype of `xp`).
+    """
     if offset == 0:
         return p
-    if xp.isdtype(p.dtype, "integral") and float(offset).is_integer() and abs(offset) < 2**62:
-        return xp.astype(p, xp.int64) + int(offset)
-    return xp.astype(p, compute_dtype(xp, device(p))) + float(offset)
+    if xp.isdtype(p.dtype, "integral") and float(offset).is_integer():
+        return _shift_integers(p, int(offset), xp)
+    with np.errstate(over="ignore"):  # overflow is reported below, naming `offset`
+        shifted = xp.astype(p, compute_dtype(xp, device(p))) + float(offset)
+    _check_shifted(shifted, offset, xp)
+    return shifted
+
+
+def _shift_integers(p: Array, offset: int, xp: ArrayNamespace) -> Array:
+    """Integer `p` plus `offset`: exact where the sum fits int64, float64 elsewhere."""
+    info = xp.iinfo(p.dtype)
+    lowest, highest = info.min + offset, info.max + offset
+    if lowest >= INT64_MIN and highest <= INT64_MAX:
+        return xp.astype(p, xp.int64) + offset  # the dtype's range guarantees the fit
+    rounded = xp.astype(p, xp.float64) + float(offset)  # |p| < 2**64: never overflows
+    if not INT64_MIN <= offset <= INT64_MAX:
+        return rounded
+    # Elementwise: p and p + offset within int64 (compared without forming the sum).
+    fits = (p <= INT64_MAX - offset) if offset > 0 else (p >= INT64_MIN - offset)
+    if info.max > INT64_MAX:  # uint64: values above int64 do not fit whatever the offset
+        fits = fits & (p <= INT64_MAX)
+    exact = xp.astype(xp.where(fits, p, xp.zeros_like(p)), xp.int64) + offset
+    return xp.where(fits, xp.astype(exact, xp.float64), rounded)
+
+
+def _check_shifted(shifted: Array, offset: float, xp: ArrayNamespace) -> None:
+    if all_finite(shifted, xp) is False:
+        msg = (
+            f"`offset` moves `positions` beyond float64 (positions + offset must be finite); "
+            f"got offset={offset!r}."
+        )
+        raise ValueError(msg)

@@ -12,7 +12,12 @@ from numpy.typing import NDArray
 from rope_ref._typing import LAYOUTS, SECTION_ORDERS, Layout, SectionOrder
 from rope_ref._validation import check_choice, check_int, check_real
 
-__all__ = ["RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
+__all__ = ["MAX_HEAD_DIM", "RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
+
+#: Largest `RopeSpec.head_dim`. The default frequencies are computed to 50 digits (about
+#: 80 us per pair: 3 s at this size, then cached) and tables take 8 bytes per pair and
+#: position; rotary heads in use have 32 to 512 features.
+MAX_HEAD_DIM = 1 << 16
 
 
 @runtime_checkable
@@ -66,7 +71,8 @@ class RopeSpec:
     Parameters
     ----------
     head_dim : int
-        Number of features per head (the last axis of ``x``).
+        Number of features per head (the last axis of ``x``), at most 65536
+        (`MAX_HEAD_DIM`: see Limits in the API reference).
     rotary_dim : int, optional
         Number of rotated features; even, and ``rotary_start + rotary_dim <= head_dim``.
         Defaults to ``head_dim - rotary_start``.
@@ -140,6 +146,12 @@ class RopeSpec:
 
     def __post_init__(self) -> None:
         head_dim = check_int("head_dim", self.head_dim, minimum=1)
+        if head_dim > MAX_HEAD_DIM:
+            msg = (
+                f"`head_dim` must be at most {MAX_HEAD_DIM} (the limit of rope_ref: frequencies "
+                f"are computed to 50 digits per pair and tables grow with it); got {head_dim}."
+            )
+            raise ValueError(msg)
         start = check_int("rotary_start", self.rotary_start, minimum=0)
         if start >= head_dim:
             msg = f"`rotary_start` must be less than `head_dim` ({head_dim}); got {start}."
@@ -207,9 +219,15 @@ class RopeSpec:
 
         Raises
         ------
+        TypeError
+            If a config value has the wrong type (a string for a number, a float for an
+            integer key, a number for a flag); the message names the key and where it was
+            read, e.g. ``config.rope_parameters``.
         ValueError
-            If the config has no usable head size, an unknown ``rope_type``, an odd rotary
-            dimension, or parameters the scaling rule rejects.
+            If a config value is out of range (``rope_theta <= 1``, a fractional or zero
+            integer, NaN), the config has no usable head size, an unknown ``rope_type``, an
+            odd rotary dimension, or parameters the scaling rule rejects. A missing or
+            None value takes its default; 0, ``""`` and False are values, never "absent".
 
         See Also
         --------

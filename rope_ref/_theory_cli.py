@@ -42,17 +42,39 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "the wavelength of every pair. Needs matplotlib (pip install 'rope-ref[plot]').",
     )
     plot.add_argument("figure", choices=PLOTS, help="which figure")
-    plot.add_argument("--out", required=True, type=Path, metavar="FILE.png", help="output file")
+    plot.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="FILE.png",
+        help="output file (.png, .pdf, .svg, ...), or a directory to write FIGURE.png into",
+    )
     plot.add_argument("--dim", type=int, default=128, help="rotary dimension d (default 128)")
     plot.add_argument("--base", type=float, default=10000.0, help="RoPE base (default 10000)")
     plot.set_defaults(run=_plot)
 
 
+#: Parameter names in error messages of the API, and the options that set them.
+_OPTIONS = {"`dim`": "--dim", "`context_length`": "--context"}
+
+
+def _error(command: str, message: str) -> int:
+    for name, option in _OPTIONS.items():
+        message = message.replace(name, option)
+    print(f"rope-ref {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def _bound(args: argparse.Namespace) -> int:
     from rope_ref._progress import ProgressBar
-    from rope_ref.analysis import base_lower_bound
+    from rope_ref.analysis import base_lower_bound, check_bound_size
 
     lengths = sorted(set(args.context))
+    try:  # every size is checked before any work starts
+        for length in lengths:
+            check_bound_size(args.dim, length)
+    except (TypeError, ValueError) as err:
+        return _error("bound", str(err))
     bar = ProgressBar("rope-ref bound")
     results = {}
     try:
@@ -64,8 +86,7 @@ def _bound(args: argparse.Namespace) -> int:
             results[length] = base_lower_bound(args.dim, length, progress=show)
     except ValueError as err:
         bar.close()
-        print(f"rope-ref bound: error: {err}", file=sys.stderr)
-        return 2
+        return _error("bound", str(err))
     bar.update(1.0, "done", now=True)
     bar.close()
     print(f"{'context length':>15}  {'smallest base':>15}  (d = {args.dim})")
@@ -78,30 +99,53 @@ def _plot(args: argparse.Namespace) -> int:
     try:
         importlib.import_module("matplotlib")
     except ImportError:
-        print(
-            "rope-ref plot: error: matplotlib is not installed; install the plot extra: "
-            "pip install 'rope-ref[plot]'",
-            file=sys.stderr,
+        return _error(
+            "plot",
+            "matplotlib is not installed; install the plot extra: pip install 'rope-ref[plot]'",
         )
-        return 2
     from rope_ref import _analysis_plots
 
     if args.dim < 2 or args.dim % 2 or not (math.isfinite(args.base) and args.base > 1):
-        print(
-            f"rope-ref plot: error: --dim must be even and --base > 1; got {args.dim}, "
-            f"{args.base}.",
-            file=sys.stderr,
-        )
-        return 2
-    if args.figure == "bound":
-        from rope_ref._progress import ProgressBar
-
-        bar = ProgressBar("rope-ref plot bound")
-        _analysis_plots.bound_figure(
-            args.out, dim=args.dim, progress=lambda f: bar.update(f, "contexts 1K..1M", now=True)
-        )
-        bar.close()
-    else:
-        _analysis_plots.FIGURES[args.figure](args.out, dim=args.dim, base=args.base)
-    print(args.out)
+        return _error("plot", f"--dim must be even and --base > 1; got {args.dim}, {args.base}.")
+    try:
+        out = _output_file(args.out, args.figure, _analysis_plots.FORMATS)
+        _analysis_plots.check_figure(args.figure, dim=args.dim)
+    except (TypeError, ValueError) as err:
+        return _error("plot", str(err))
+    try:
+        _draw(args.figure, out, args.dim, args.base)
+    except OSError as err:
+        return _error("plot", f"cannot write {str(out)!r}: {err.strerror or err}.")
+    print(out)
     return 0
+
+
+def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
+    """The file to write: `out`, or ``out/<figure>.png`` when `out` is a directory."""
+    if out.is_dir():
+        out = out / f"{figure}.png"
+    if not out.parent.is_dir():
+        msg = f"--out must be in an existing directory; got {str(out)!r} (no {str(out.parent)!r})."
+        raise ValueError(msg)
+    if out.suffix.lower().lstrip(".") not in formats:
+        msg = (
+            f"--out must end in an image format ({', '.join('.' + f for f in formats)}), "
+            f"or name a directory; got {str(out)!r}."
+        )
+        raise ValueError(msg)
+    return out
+
+
+def _draw(figure: str, out: Path, dim: int, base: float) -> None:
+    from rope_ref import _analysis_plots
+
+    if figure != "bound":
+        _analysis_plots.FIGURES[figure](out, dim=dim, base=base)
+        return
+    from rope_ref._progress import ProgressBar
+
+    bar = ProgressBar("rope-ref plot bound")
+    _analysis_plots.bound_figure(
+        out, dim=dim, progress=lambda f: bar.update(f, "contexts 1K..1M", now=True)
+    )
+    bar.close()

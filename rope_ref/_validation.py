@@ -5,10 +5,19 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-__all__ = ["check_axis", "check_choice", "check_int", "check_real"]
+import numpy as np
+
+__all__ = [
+    "check_axis",
+    "check_callable",
+    "check_choice",
+    "check_int",
+    "check_not_masked",
+    "check_real",
+]
 
 T = TypeVar("T", bound=str)
 
@@ -59,3 +68,27 @@ def check_choice(name: str, value: object, choices: Sequence[T]) -> T:
             return choice
     msg = f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}."
     raise ValueError(msg)
+
+
+def check_callable(name: str, value: object) -> Callable[..., object] | None:
+    """Return `value` if it is None or callable, or raise TypeError naming `name`."""
+    if value is not None and not callable(value):
+        msg = f"`{name}` must be a callable or None; got {value!r}."
+        raise TypeError(msg)
+    return value
+
+
+def check_not_masked(name: str, value: object) -> None:
+    """Raise TypeError if `value` is a NumPy masked array: its mask would be dropped silently.
+
+    The masked elements of a masked array still hold values, and every array operation
+    that rope_ref uses would read them; there is no rotation of "no value", so the caller
+    must decide (``a.filled(v)``, or the data with the mask kept aside).
+    """
+    if isinstance(value, np.ma.MaskedArray):
+        msg = (
+            f"`{name}` must not be a masked array (its mask would be ignored and the masked "
+            f"values used); got a masked array of shape {value.shape}: pass {name}.filled(...) "
+            "or the data with the mask kept aside."
+        )
+        raise TypeError(msg)

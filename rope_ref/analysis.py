@@ -21,11 +21,16 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rope_ref._analysis_bound import log_base_ceiling, smallest_feasible_log_base
+from rope_ref._analysis_bound import (
+    MAX_DIM,
+    check_size,
+    log_base_ceiling,
+    smallest_feasible_log_base,
+)
 from rope_ref._compat import is_array, to_numpy
 from rope_ref._frequencies import inv_freq
-from rope_ref._spec import RopeSpec, check_spec
-from rope_ref._validation import check_int, check_real
+from rope_ref._spec import MAX_HEAD_DIM, RopeSpec, check_spec
+from rope_ref._validation import check_callable, check_int, check_not_masked, check_real
 
 __all__ = [
     "base_lower_bound",
@@ -35,13 +40,16 @@ __all__ = [
     "wavelengths",
 ]
 
-_ROWS = 4096  # distances per chunk in decay_bound (bounds the (rows, d/2) temporaries)
+_CHUNK = 1 << 18  # values per (distances, d/2) temporary in decay_bound and discrimination
 
 
-def _check_dim(dim: object) -> int:
+def _check_dim(dim: object, maximum: int = MAX_HEAD_DIM, why: str = "as RopeSpec.head_dim") -> int:
     value = check_int("dim", dim, minimum=2)
     if value % 2:
         msg = f"`dim` must be even; got {value}."
+        raise ValueError(msg)
+    if value > maximum:
+        msg = f"`dim` must be at most {maximum} ({why}); got {value}."
         raise ValueError(msg)
     return value
 
@@ -55,6 +63,7 @@ def _check_base(base: object) -> float:
 
 
 def _distances(distances: object) -> NDArray[np.float64]:
+    check_not_masked("distances", distances)
     array = to_numpy(distances) if is_array(distances) else np.asarray(distances)
     if array.dtype == np.bool_ or not (
         np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
@@ -130,10 +139,11 @@ def decay_bound(
     theta = _theta(dim, base)
     flat = m.reshape(-1)
     out = np.empty(flat.shape, dtype=np.float64)
-    for start in range(0, flat.size, _ROWS):
-        phases = np.multiply.outer(flat[start : start + _ROWS], theta)
+    rows = max(1, _CHUNK // theta.size)
+    for start in range(0, flat.size, rows):
+        phases = np.multiply.outer(flat[start : start + rows], theta)
         partial = np.cumsum(np.cos(phases), axis=-1), np.cumsum(np.sin(phases), axis=-1)
-        out[start : start + _ROWS] = np.hypot(*partial).mean(axis=-1)
+        out[start : start + rows] = np.hypot(*partial).mean(axis=-1)
     if normalize:
         out /= (dim // 2 + 1) / 2
     return out.reshape(m.shape)
@@ -183,9 +193,10 @@ def discrimination(dim: int, distances: ArrayLike, *, base: float = 10000.0) -> 
     theta = _theta(dim, base)
     flat = m.reshape(-1)
     out = np.empty(flat.shape, dtype=np.float64)
-    for start in range(0, flat.size, _ROWS):
-        out[start : start + _ROWS] = np.cos(
-            np.multiply.outer(flat[start : start + _ROWS], theta)
+    rows = max(1, _CHUNK // theta.size)
+    for start in range(0, flat.size, rows):
+        out[start : start + rows] = np.cos(
+            np.multiply.outer(flat[start : start + rows], theta)
         ).sum(axis=-1)
     return out.reshape(m.shape)
 
@@ -203,9 +214,11 @@ def base_lower_bound(
     Parameters
     ----------
     dim : int
-        Rotary dimension :math:`d`: even, at least 2.
+        Rotary dimension :math:`d`: even, from 2 to 1024.
     context_length : int
-        :math:`L \ge 0`; the distances checked are :math:`0, 1, \dots, L`.
+        :math:`L \ge 0`; the distances checked are :math:`0, 1, \dots, L`. At most
+        :math:`2^{28} / (d/2)` (4,194,304 for :math:`d = 128`): beyond that the search
+        takes more than about a minute (see Limits in the API reference).
     progress : callable, optional
         Called now and then with the base below which every base has been proven to fail
         (it grows toward the answer), e.g. to draw a progress bar.
@@ -220,8 +233,11 @@ def base_lower_bound(
     Raises
     ------
     ValueError
-        If no base works: with ``dim == 2`` the only term is :math:`\cos m`, and
-        :math:`\cos 2 < 0`.
+        If no base works (with ``dim == 2`` the only term is :math:`\cos m`, and
+        :math:`\cos 2 < 0`), or if `dim` or `context_length` is beyond the limits above
+        (refused before any work, naming the limit).
+    TypeError
+        If `progress` is neither None nor callable.
 
     Notes
     -----
@@ -247,17 +263,24 @@ def base_lower_bound(
     >>> bool(rr.analysis.discrimination(128, range(1025), base=b).min() >= -1e-9)
     True
     """
-    dim = _check_dim(dim)
-    length = check_int("context_length", context_length, minimum=0)
+    dim, length = check_bound_size(dim, context_length)
     report = None
-    if progress is not None:
-        callback = progress
+    callback = check_callable("progress", progress)
+    if callback is not None:
 
         def report(log_base: float) -> None:
             callback(math.exp(log_base))
 
     log_base = smallest_feasible_log_base(dim, length, report)
     return 1.0 if log_base == 0.0 else log_base_ceiling(log_base)
+
+
+def check_bound_size(dim: object, context_length: object) -> tuple[int, int]:
+    """`dim` and `context_length` of `base_lower_bound`, checked (limits included)."""
+    dim = _check_dim(dim, MAX_DIM, "the search's cost grows with it; rotary dims in use are <= 512")
+    length = check_int("context_length", context_length, minimum=0)
+    check_size(dim, length)
+    return dim, length
 
 
 def wavelengths(spec: RopeSpec, *, seq_len: float | None = None) -> NDArray[np.float64]:

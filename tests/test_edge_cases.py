@@ -14,6 +14,7 @@ import pytest
 
 import rope_ref as rr
 from tests._helpers import host
+from tests._independent import assert_rope_equal, fits_int64, rope_half, shifted_grid
 from tests._rules import CentredXPos
 
 
@@ -174,3 +175,92 @@ def test_array_api_strict_strictest_flags():
     )
     assert np.array_equal(host(y), expected)
     assert math.isfinite(float(np.max(host(y))))
+
+
+# --- integer shifts: exact while the sum fits int64, else float64; never wrapped ----------
+
+SHIFTS = [
+    # three reported reproducers, each wrapped to -2**63 before; then more edges
+    (np.array([2**63 - 1, 0, 1]), 1),
+    (np.array([2**62 + 5, 0, 1]), 2**62 - 1),
+    (np.array([2**63, 0, 1], dtype=np.uint64), 1),
+    (np.array([-(2**63), 5, 6]), -1),
+    (np.array([2**64 - 1, 0, 1], dtype=np.uint64), -(2**63)),
+    (np.array([0, 1, 2]), 2**64),  # an offset beyond int64
+    (np.array([0, 1, 2]), 2.0**70),
+    (np.array([2**63 - 10, 0, 1]), 5),  # fits: exact, rounded once
+    (np.array([2**55 + 3, 0, 1]), 2),  # exact 2**55 + 5 rounds up; float64 sums would not
+    (np.array([2**55 + 3, 0, 1], dtype=np.uint64), 2),
+    (np.array([7, 8, 9], dtype=np.int8), 2**62),
+    (np.array([2**31 - 1, 0, 1], dtype=np.int32), 2**63 - 2**31),
+]
+
+
+@pytest.mark.parametrize(("positions", "offset"), SHIFTS)
+def test_integer_shifts_are_exact_or_float64_never_wrapped(positions, offset):
+    spec = rr.RopeSpec(4)
+    x = np.random.default_rng(7).standard_normal((3, 4))
+    truth = shifted_grid(positions, offset)
+    expected = rope_half(x, truth, rr.inv_freq(spec))
+    assert_rope_equal(rr.apply_rope(x, spec, positions, offset=offset), expected, x)
+    cos, _ = rr.rope_cos_sin(spec, truth)
+    np.testing.assert_array_equal(cos, np.cos(truth[:, None] * rr.inv_freq(spec)))
+
+
+def test_the_exact_sum_differs_from_a_float64_sum_where_it_matters():
+    # 2**55 + 3 + 2 is 2**55 + 5, nearest float64 2**55 + 8; float64(2**55 + 3) + 2.0 is 2**55.
+    assert shifted_grid(np.array([2**55 + 3]), 2)[0] == 2.0**55 + 8
+    assert float(np.float64(2**55 + 3) + 2.0) == 2.0**55
+
+
+@pytest.mark.parametrize("offset", [2**63 - 3, 2**63 - 2, 2**63 - 1, -(2**63), 2**63, 3e19])
+def test_default_positions_near_int64_limits(offset):
+    x = np.random.default_rng(8).standard_normal((3, 4))
+    truth = (
+        np.array([float(offset + i) for i in range(3)])
+        if fits_int64(int(offset), int(offset) + 2)
+        else np.float64(float(offset)) + np.arange(3.0)
+    )
+    expected = rope_half(x, truth, rr.inv_freq(rr.RopeSpec(4)))
+    assert_rope_equal(rr.apply_rope(x, offset=offset), expected, x)
+
+
+# --- overflow after shifting or scaling: an error naming what overflowed -----------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: rr.apply_rope(np.ones((3, 4)), None, np.array([1e308, 0, 1]), offset=1e308),
+            "`offset` moves `positions` beyond float64",
+        ),
+        (
+            lambda: rr.apply_rope(np.ones((1, 2)), rr.RopeSpec(2, freqs=[1e308]), np.array([10])),
+            "`positions` times the inverse frequencies overflow float64",
+        ),
+        (
+            lambda: rr.rope_cos_sin(rr.RopeSpec(2, freqs=[4.0]), [1e308]),
+            "`positions` times the inverse frequencies overflow float64",
+        ),
+        (
+            lambda: rr.rope_angles(rr.RopeSpec(4, freqs=[1, 4], sections=(1, 1)), [[0.0, 1e308]]),
+            "`positions` times the inverse frequencies overflow float64",
+        ),
+        (
+            lambda: rr.apply_rope(
+                np.ones((2, 8)), rr.RopeSpec(8, xpos=rr.XPos(1.0)), np.array([0.0, 1e6]), role="key"
+            ),
+            "`positions` lie too far from the xPos centre for float64",
+        ),
+    ],
+)
+def test_overflow_raises_naming_what_overflowed(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def test_large_finite_angles_are_computed_not_refused():
+    spec = rr.RopeSpec(2, freqs=[1.0])
+    cos, sin = rr.rope_cos_sin(spec, [1e308])
+    assert (float(cos[0, 0]), float(sin[0, 0])) == (math.cos(1e308), math.sin(1e308))

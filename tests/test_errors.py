@@ -253,3 +253,100 @@ def test_bad_scaling_rule_output_is_caught():
     spec = rr.RopeSpec(head_dim=8, scaling=Broken())
     with pytest.raises(ValueError, match=re.escape("`spec.scaling` must give 4 finite inverse")):
         rr.inv_freq(spec)
+
+
+# --- masked arrays, table dtypes, the table cache, analysis arguments ---------------------
+
+MASKED = np.ma.masked_array(np.ones((3, 8)), mask=np.eye(3, 8, dtype=bool))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: rr.apply_rope(MASKED), TypeError, "`x` must not be a masked array"),
+        (
+            lambda: rr.apply_rope(MASKED, backend="numba"),
+            TypeError,
+            "`x` must not be a masked array",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, np.ma.masked_array([0, 1, 2], mask=[0, 1, 0])),
+            TypeError,
+            "`positions` must not be a masked array",
+        ),
+        (lambda: rr.apply_rope_qk(X, MASKED), TypeError, "`k` must not be a masked array"),
+        (
+            lambda: rr.rope_cos_sin(rr.RopeSpec(8), np.ma.masked_array([1.0])),
+            TypeError,
+            "`positions` must not be a masked array",
+        ),
+        (lambda: rr.convert_layout(MASKED), TypeError, "`x` must not be a masked array"),
+        (
+            lambda: rr.analysis.discrimination(8, np.ma.masked_array([1.0, 2.0])),
+            TypeError,
+            "`distances` must not be a masked array",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, np.array([0, 1, 2], dtype=object)),
+            TypeError,
+            "`positions` must have an integer or real floating dtype; got object.",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, np.array([0, 1, 2], dtype=object), backend="numba"),
+            TypeError,
+            "`positions` must have an integer or real floating dtype; got object.",
+        ),
+        (
+            lambda: rr.apply_rope(X, None, np.array(["0", "1", "2"])),
+            TypeError,
+            "`positions` must have an integer or real floating dtype; got <U1.",
+        ),
+        (
+            lambda: rr.analysis.base_lower_bound(128, 10**5, progress=5),
+            TypeError,
+            "`progress` must be a callable or None; got 5.",
+        ),
+        (
+            lambda: rr.analysis.base_lower_bound(2**34, 10),
+            ValueError,
+            "`dim` must be at most 1024",
+        ),
+    ]
+    + [
+        (
+            lambda dtype=dtype: rr.rope_cos_sin(rr.RopeSpec(8), [0, 1, 2], dtype=dtype),
+            TypeError,
+            "`dtype` must be a real floating dtype of array_api_compat.numpy",
+        )
+        for dtype in (np.int32, bool, np.uint8, object, np.complex128, "bogus", "int64")
+    ],
+)
+def test_more_bad_arguments_name_the_parameter(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, "float32", "f8", np.dtype(np.float64)])
+def test_rope_cos_sin_takes_real_floating_dtypes(dtype):
+    cos, sin = rr.rope_cos_sin(rr.RopeSpec(4), [0, 1, 2], dtype=dtype)
+    assert cos.dtype == sin.dtype == np.dtype(dtype)
+    expected = np.cos(np.array([0.0, 1.0, 2.0])[:, None] * rr.inv_freq(rr.RopeSpec(4)))
+    np.testing.assert_array_equal(cos, expected.astype(dtype))
+
+
+@pytest.mark.parametrize(
+    ("valid", "bad", "message"),
+    [
+        ({"seq_len": 1}, {"seq_len": True}, "`seq_len` must be a real number; got True."),
+        ({"seq_axis": 0}, {"seq_axis": False}, "`seq_axis` must be an integer; got False."),
+        ({"seq_axis": 1}, {"seq_axis": True}, "`seq_axis` must be an integer; got True."),
+        ({"offset": 1}, {"offset": True}, "`offset` must be a real number; got True."),
+    ],
+)
+def test_a_table_cache_hit_refuses_what_a_miss_refuses(valid, bad, message):
+    x = np.ones((1, 3, 8))
+    positions = np.arange(3)
+    rr.apply_rope(x, None, positions, **valid)  # builds and caches the tables
+    for call_positions in (positions, None):
+        with pytest.raises(TypeError, match=re.escape(message)):
+            rr.apply_rope(x, None, call_positions, **bad)

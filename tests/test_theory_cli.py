@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,3 +102,70 @@ def test_progress_bar_is_silent_off_a_terminal():
     bar.update(0.5, now=True)
     bar.close()
     assert stream.getvalue() == ""
+
+
+# --- bad input: a one-line error and exit status 2, before any work ----------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bound", "--context", "1000000000"], "--context must be at most 4,194,304 for dim = 128"),
+        (["bound", "--context", "-3"], "--context must be at least 0; got -3."),
+        (["bound", "--dim", str(2**40), "--context", "10"], "--dim must be at most 1024"),
+        (["bound", "--dim", "7", "--context", "10"], "--dim must be even; got 7."),
+        (["bound", "--context", "100", "--context", str(10**9)], "--context must be at most"),
+        (["plot", "decay", "--dim", str(2**40), "--out", "{tmp}/x.png"], "--dim must be at most"),
+        (["plot", "bound", "--dim", "2048", "--out", "{tmp}/x.png"], "--dim must be at most 1024"),
+        (["plot", "decay", "--out", "/nonexistent/d/f.png"], "--out must be in an existing"),
+        (["plot", "decay", "--out", "{tmp}/figure"], "--out must end in an image format"),
+        (["plot", "decay", "--out", "{tmp}/figure.xyz"], "--out must end in an image format"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_status_2(tmp_path, capsys, monkeypatch, argv, message):
+    from rope_ref import _analysis_plots, analysis
+
+    def started(*args, **kwargs):
+        pytest.fail("the search or the drawing started before the input was refused")
+
+    monkeypatch.setattr(analysis, "base_lower_bound", started)
+    monkeypatch.setattr(_analysis_plots, "bound_figure", started)
+    monkeypatch.setattr(_analysis_plots, "FIGURES", dict.fromkeys(_analysis_plots.FIGURES, started))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"rope-ref {argv[0]}: error: ")
+    assert message in captured.err
+    assert "Traceback" not in captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dim_that_is_not_an_integer_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bound", "--dim", "2**40", "--context", "10"])
+    assert exit_info.value.code == 2
+    assert "invalid int value: '2**40'" in capsys.readouterr().err
+
+
+def test_plot_into_a_directory_writes_the_figure_there(tmp_path, capsys):
+    assert main(["plot", "wavelengths", "--out", str(tmp_path), "--dim", "16"]) == 0
+    out = tmp_path / "wavelengths.png"
+    assert out.read_bytes().startswith(PNG)
+    assert capsys.readouterr().out.strip() == str(out)
+    assert not (tmp_path.parent / f"{tmp_path.name}.png").exists()
+
+
+def test_plot_other_formats_by_extension(tmp_path):
+    out = tmp_path / "decay.svg"
+    assert main(["plot", "decay", "--out", str(out), "--dim", "16"]) == 0
+    assert out.read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_reports_a_file_it_cannot_write(capsys):
+    if not Path("/proc/self").is_dir():
+        pytest.skip("needs /proc, a directory in which no file can be created")
+    assert main(["plot", "decay", "--out", "/proc/rope-ref.png", "--dim", "16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rope-ref plot: error: cannot write '/proc/rope-ref.png': ")
+    assert "Traceback" not in err

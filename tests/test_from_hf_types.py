@@ -1,0 +1,291 @@
+"""RopeSpec.from_hf reads every config value typed: an error naming the key, never a default.
+
+The values that must be refused are listed by hand below (the reported reproducers, falsy
+values, strings of numbers, fractional integers, lists, NaN); the values that must be read
+are compared with the fields they are meant to set. Random configs are in test_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+
+import rope_ref as rr
+
+YARN = {
+    "head_dim": 64,
+    "max_position_embeddings": 16384,
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 4096,
+    },
+}
+
+
+def with_entry(config, path, value):
+    """A deep copy of `config` with ``config[path[0]][path[1]]... = value``."""
+    out = copy.deepcopy(config)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+P = ("rope_parameters",)
+REAL = "a finite real number"
+POSITIVE = f"{REAL} greater than 0"
+BASE = f"{REAL} greater than 1"
+FRACTION = f"{REAL} greater than 0 and at most 1"
+INT = "an integer from 1 to 2**53"
+BOOL = "true or false"
+NAN, INF = math.nan, math.inf
+
+# (path, value, error, requirement): the message is "`key` must be <requirement>; got <value>".
+REFUSED = [
+    # the reported reproducers
+    ((*P, "rope_theta"), 0, ValueError, BASE),
+    ((*P, "rope_theta"), 0.0, ValueError, BASE),
+    ((*P, "rope_theta"), "", TypeError, BASE),
+    ((*P, "rope_theta"), "1e6", TypeError, BASE),
+    ((*P, "rope_theta"), [1e4], TypeError, BASE),
+    (("rope_theta",), 0, ValueError, BASE),  # checked although the parameters' value wins
+    (("head_dim",), 128.7, ValueError, INT),
+    (("head_dim",), "128", TypeError, INT),
+    (("head_dim",), "abc", TypeError, INT),
+    (("head_dim",), 0, ValueError, INT),
+    (("head_dim",), False, TypeError, INT),
+    (("head_dim",), NAN, ValueError, INT),
+    (("max_position_embeddings",), "4096", TypeError, INT),
+    (("max_position_embeddings",), 0, ValueError, INT),
+    ((*P, "original_max_position_embeddings"), "4096", TypeError, INT),
+    ((*P, "original_max_position_embeddings"), 0, ValueError, INT),
+    ((*P, "original_max_position_embeddings"), 10**400, ValueError, INT),
+    ((*P, "factor"), "2", TypeError, POSITIVE),
+    ((*P, "factor"), 0, ValueError, POSITIVE),
+    ((*P, "factor"), INF, ValueError, POSITIVE),
+    ((*P, "factor"), True, TypeError, POSITIVE),
+    ((*P, "beta_fast"), 0, ValueError, POSITIVE),
+    ((*P, "beta_slow"), "", TypeError, POSITIVE),
+    ((*P, "mscale"), "1", TypeError, REAL),
+    ((*P, "attention_factor"), 0.0, ValueError, POSITIVE),
+    ((*P, "truncate"), 0, TypeError, BOOL),
+    ((*P, "truncate"), "false", TypeError, BOOL),
+    ((*P, "rope_type"), 3, TypeError, "a string"),
+    ((*P, "partial_rotary_factor"), "0.5", TypeError, FRACTION),
+    ((*P, "partial_rotary_factor"), "2", TypeError, FRACTION),
+    ((*P, "partial_rotary_factor"), NAN, ValueError, FRACTION),
+    ((*P, "partial_rotary_factor"), INF, ValueError, FRACTION),
+    ((*P, "partial_rotary_factor"), 0, ValueError, FRACTION),
+    ((*P, "partial_rotary_factor"), 1.5, ValueError, FRACTION),
+    (("partial_rotary_factor",), "0.5", TypeError, FRACTION),
+    ((*P, "mrope_section"), [], ValueError, "a non-empty list of positive integers"),
+    ((*P, "mrope_section"), [16, "8", 8], TypeError, "a non-empty list of positive integers"),
+    ((*P, "mrope_interleaved"), 1, TypeError, BOOL),
+    (("model_type",), 5, TypeError, "a string"),
+    (("rope_parameters",), [1, 2], TypeError, "a mapping"),
+    (("rope_scaling",), "yarn", TypeError, "a mapping"),
+    (("text_config",), 5, TypeError, "a mapping"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "error", "requirement"), REFUSED)
+def test_a_wrong_config_value_is_an_error_naming_its_key(path, value, error, requirement):
+    where = "config" if len(path) == 1 else "config." + ".".join(path[:-1])
+    message = f"`{path[-1]}` must be {requirement}; got {value!r} ({where})."
+    with pytest.raises(error, match=re.escape(message)):
+        rr.RopeSpec.from_hf(with_entry(YARN, path, value))
+
+
+EVEN = "`partial_rotary_factor` must give an even rotary dimension of at least 2 from `head_dim`"
+# (path, value, error, message): errors of a combination of values, naming the keys.
+COMBINED = [
+    ((*P, "partial_rotary_factor"), 0.01, ValueError, f"{EVEN} (HF's int(head_dim"),
+    (("head_dim",), 7, ValueError, f"{EVEN} (HF's int(head_dim * partial_rotary_factor)); got "),
+    ((*P, "mrope_section"), [8, 8], ValueError, "`mrope_section` must be pair counts summing to "),
+    ((*P, "rope_type"), "fancy", ValueError, "`rope_type` must be one of 'default', 'linear'"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "error", "message"), COMBINED)
+def test_inconsistent_config_values_name_their_keys(path, value, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        rr.RopeSpec.from_hf(with_entry(YARN, path, value))
+
+
+LINEAR = {"head_dim": 64, "rope_parameters": {"rope_type": "linear", "factor": 2.0}}
+LLAMA3 = {
+    "head_dim": 64,
+    "max_position_embeddings": 131072,
+    "rope_parameters": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+LONGROPE = {
+    "head_dim": 8,
+    "max_position_embeddings": 131072,
+    "original_max_position_embeddings": 4096,
+    "rope_scaling": {"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4},
+}
+S = ("rope_scaling",)
+FACTORS = "a non-empty list of finite positive real numbers"
+# (config, error, message): the other rope types' keys, and keys that are missing.
+ELSEWHERE = [
+    (
+        with_entry(LINEAR, (*P, "factor"), None),
+        ValueError,
+        "`factor` must be given for rope_type 'linear'; got None (config.rope_parameters).",
+    ),
+    (
+        with_entry(LINEAR, (*P, "rope_type"), "dynamic"),
+        ValueError,
+        "`max_position_embeddings` must be given for rope_type 'dynamic'; got None (config).",
+    ),
+    (
+        with_entry(LLAMA3, (*P, "low_freq_factor"), "1"),
+        TypeError,
+        f"`low_freq_factor` must be {POSITIVE}",
+    ),
+    (
+        with_entry(LLAMA3, (*P, "high_freq_factor"), 0),
+        ValueError,
+        f"`high_freq_factor` must be {POSITIVE}",
+    ),
+    (
+        with_entry(LLAMA3, (*P, "high_freq_factor"), 0.5),
+        ValueError,
+        "`low_freq_factor` must be less than high_freq_factor",
+    ),
+    (
+        with_entry(LONGROPE, (*S, "short_factor"), [1, "2", 1, 1]),
+        TypeError,
+        f"`short_factor` must be {FACTORS}",
+    ),
+    (
+        with_entry(LONGROPE, (*S, "long_factor"), [1, 0, 1, 1]),
+        ValueError,
+        f"`long_factor` must be {FACTORS}",
+    ),
+    (
+        with_entry(LONGROPE, (*S, "long_factor"), None),
+        ValueError,
+        "`long_factor` must be given for rope_type 'longrope'; got None (config.rope_scaling).",
+    ),
+    (
+        with_entry(LONGROPE, (*S, "long_factor"), [2.0] * 3),
+        ValueError,
+        "`long_factor` must have as many entries as short_factor (4); got 3.",
+    ),
+    (
+        with_entry(LONGROPE, S, {"type": "su", "short_factor": [1] * 2, "long_factor": [2] * 2}),
+        ValueError,
+        "`short_factor` must have one entry per pair (rotary_dim // 2 = 4); got 2.",
+    ),
+    (
+        with_entry(LONGROPE, ("original_max_position_embeddings",), 4096.5),
+        ValueError,
+        f"`original_max_position_embeddings` must be {INT}; got 4096.5 (config).",
+    ),
+    (
+        {"hidden_size": 100, "num_attention_heads": 3},
+        ValueError,
+        "`hidden_size` must be a multiple of num_attention_heads (3) when head_dim is absent",
+    ),
+    (
+        {"hidden_size": 96, "num_attention_heads": "3"},
+        TypeError,
+        f"`num_attention_heads` must be {INT}; got '3' (config).",
+    ),
+    (
+        {"head_dim": 64, "rope_parameters": {"rope_type": "yarn", "factor": 2.0}},
+        ValueError,
+        "`config` must give original_max_position_embeddings or max_position_embeddings",
+    ),
+    (
+        {"head_dim": 64, "rope_scaling": {"type": "yarn", "original_max_position_embeddings": 64}},
+        ValueError,
+        "`factor` must be given for rope_type 'yarn' (or max_position_embeddings)",
+    ),
+    (
+        {"text_config": {"head_dim": "64"}},
+        TypeError,
+        f"`head_dim` must be {INT}; got '64' (config.text_config).",
+    ),
+    (
+        {"head_dim": 64, "layer_types": ["full"], "rope_parameters": {"full": {"rope_theta": 0}}},
+        ValueError,
+        f"`rope_theta` must be {BASE}; got 0 (config.rope_parameters.full).",
+    ),
+]
+
+
+ELSEWHERE += [
+    (  # a reported reproducer: a ZeroDivisionError in YaRN's default factor
+        {"head_dim": 128, "max_position_embeddings": 0, "rope_scaling": {"rope_type": "yarn"}},
+        ValueError,
+        f"`max_position_embeddings` must be {INT}; got 0 (config).",
+    ),
+    (  # a mapping is a layer's parameters only under a declared layer type, as in HF
+        with_entry(YARN, (*P, "attention_factor"), {}),
+        TypeError,
+        f"`attention_factor` must be {POSITIVE}; got {{}} (config.rope_parameters).",
+    ),
+    (with_entry(YARN, ("layer_types",), "full"), TypeError, "`layer_types` must be a list of"),
+]
+
+
+@pytest.mark.parametrize(("config", "error", "message"), ELSEWHERE)
+def test_other_keys_and_missing_keys(config, error, message):
+    layer = "full" if "layer_types" in config else None
+    with pytest.raises(error, match=re.escape(message)):
+        rr.RopeSpec.from_hf(config, layer_type=layer)
+
+
+def test_a_config_that_is_not_a_mapping_is_a_type_error():
+    for config in (None, "config.json", b"{}", 5, [("head_dim", 64)]):
+        with pytest.raises(TypeError, match=re.escape("`config` must be a config mapping")):
+            rr.RopeSpec.from_hf(config)
+
+
+# (path, value, field getter, expected field value): values that must be read as written.
+READ = [
+    (("head_dim",), 128.0, lambda s: (s.head_dim, type(s.head_dim)), (128, int)),
+    (("max_position_embeddings",), 8192.0, lambda s: s.scaling.factor, 4.0),
+    (
+        (*P, "original_max_position_embeddings"),
+        2048.0,
+        lambda s: s.scaling.original_max_position,
+        2048,
+    ),
+    ((*P, "rope_theta"), 500000, lambda s: s.base, 500000.0),
+    ((*P, "rope_theta"), None, lambda s: s.base, 10000.0),  # None (JSON null) is absent
+    ((*P, "factor"), None, lambda s: s.scaling.factor, 16384 / 4096),  # HF's default factor
+    ((*P, "beta_fast"), None, lambda s: s.scaling.beta_fast, 32.0),
+    ((*P, "beta_fast"), 8, lambda s: s.scaling.beta_fast, 8.0),
+    ((*P, "mscale"), 0, lambda s: s.scaling.mscale, 0.0),  # 0 is a value, not "absent"
+    ((*P, "truncate"), False, lambda s: s.scaling.truncate, False),
+    ((*P, "partial_rotary_factor"), 0.5, lambda s: s.rotary_dim, 32),
+    ((*P, "partial_rotary_factor"), 1, lambda s: s.rotary_dim, 64),
+    ((*P, "mrope_section"), [8, 12, 12], lambda s: s.sections, (8, 12, 12)),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "expected"), READ)
+def test_a_right_config_value_sets_its_field(path, value, field, expected):
+    assert field(rr.RopeSpec.from_hf(with_entry(YARN, path, value))) == expected
+
+
+def test_top_level_rope_theta_is_read_when_the_parameters_have_none():
+    config = with_entry(YARN, (*P, "rope_theta"), None)
+    config["rope_theta"] = 1e6
+    assert rr.RopeSpec.from_hf(config).base == 1e6
+    config["rope_theta"] = 1  # not greater than 1: refused, not replaced by a default
+    with pytest.raises(ValueError, match=re.escape("`rope_theta` must be a finite real number")):
+        rr.RopeSpec.from_hf(config)

@@ -1,0 +1,122 @@
+"""Thread safety of the reference path: 8 threads at once give the serial results.
+
+Every task below is run once serially. Then 8 threads, released together by a barrier,
+run all tasks in their own shuffled orders, for several rounds; before each round the
+caches that calls fill (the table cache, the default-frequency cache, the base-bound
+cache) are emptied, so that threads build the same entries at the same time. Each
+concurrent result must equal its serial result bit for bit, and no input may change.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import rope_ref as rr
+from rope_ref import _analysis_bound, _frequencies
+from rope_ref._table_cache import table_cache
+from rope_ref.scaling import DynamicNTK, Llama3, LongRoPE, YaRN
+
+THREADS = 8
+ROUNDS = 4
+
+RNG = np.random.default_rng(12)
+X = RNG.standard_normal((2, 3, 16, 32))  # (batch, heads, tokens, head_dim)
+X32 = X.astype(np.float32)
+IDS = RNG.integers(0, 5000, size=(2, 16))  # per-batch position ids
+FRACTIONAL = RNG.uniform(0, 1e5, size=16)
+MROPE_IDS = RNG.integers(0, 64, size=(16, 3))
+SPECS = {
+    "plain": rr.RopeSpec(32),
+    "yarn": rr.RopeSpec(32, scaling=YaRN(8.0, 512)),
+    "llama3": rr.RopeSpec(32, base=5e5, scaling=Llama3(8.0, 512)),
+    "dynamic": rr.RopeSpec(32, scaling=DynamicNTK(4.0, 64)),
+    "longrope": rr.RopeSpec(32, scaling=LongRoPE([1.0] * 16, [4.0] * 16, 64, factor=8.0)),
+    "xpos": rr.RopeSpec(32, layout="interleaved", xpos=rr.XPos(4096.0)),
+    "mrope": rr.RopeSpec(32, sections=(6, 5, 5), section_order="interleaved"),
+    "partial": rr.RopeSpec(32, rotary_dim=16, rotary_start=8),
+}
+CONFIG = {
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "max_position_embeddings": 131072,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "rope_theta": 5e5,
+        "factor": 8.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+INPUTS = (X, X32, IDS, FRACTIONAL, MROPE_IDS, CONFIG)
+
+
+def tasks() -> dict[str, Callable[[], Any]]:
+    """Name -> call: the public functions on the reference path, many specs and options."""
+    out: dict[str, Callable[[], Any]] = {}
+    for name, spec in SPECS.items():
+        role = "key" if spec.xpos is not None else None
+        positions = MROPE_IDS if spec.sections is not None else IDS[:, None, :]
+        positions_32 = None if spec.sections is None else MROPE_IDS
+        table_positions = MROPE_IDS if spec.sections is not None else FRACTIONAL
+        out[f"apply {name}"] = partial(rr.apply_rope, X, spec, positions, role=role)
+        out[f"apply {name} f32 offset"] = partial(
+            rr.apply_rope, X32, spec, positions_32, offset=7, role=role
+        )
+        out[f"cos_sin {name}"] = partial(rr.rope_cos_sin, spec, table_positions, role=role)
+    for form in ("complex", "matrix"):
+        out[f"form {form}"] = partial(rr.apply_rope, X, SPECS["plain"], form=form, inverse=True)
+    out["qk"] = lambda: rr.apply_rope_qk(X[:, :, -2:], X, SPECS["yarn"])
+    out["qk xpos"] = lambda: rr.apply_rope_qk(X[:, :, -2:], X, SPECS["xpos"], offset=100)
+    out["inv_freq dynamic"] = lambda: rr.inv_freq(SPECS["dynamic"], seq_len=300)
+    out["rerotate"] = lambda: rr.rerotate(
+        X, SPECS["dynamic"], IDS[:, None, :], from_seq_len=100, to_seq_len=9000
+    )
+    out["layout"] = lambda: rr.convert_layout(X, src="interleaved", dst="half")
+    out["from_hf"] = lambda: rr.RopeSpec.from_hf(CONFIG)
+    out["bound"] = lambda: rr.analysis.base_lower_bound(32, 500)
+    out["discrimination"] = lambda: rr.analysis.discrimination(64, FRACTIONAL, base=5e5)
+    return out
+
+
+def same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and all(same(u, v) for u, v in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    return a == b
+
+
+def empty_caches() -> None:
+    table_cache.clear()
+    _frequencies._default_inv_freq.cache_clear()
+    _analysis_bound._CACHE.clear()
+
+
+def test_eight_threads_give_the_serial_results_and_change_no_input():
+    work = tasks()
+    before = copy.deepcopy(INPUTS)
+    empty_caches()
+    serial = {name: call() for name, call in work.items()}
+    barrier = threading.Barrier(THREADS)
+
+    def worker(seed: int) -> list[str]:
+        order = list(work)
+        random.Random(seed).shuffle(order)
+        barrier.wait()
+        return [name for name in order if not same(work[name](), serial[name])]
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        for round_ in range(ROUNDS):
+            empty_caches()
+            seeds = range(round_ * THREADS, (round_ + 1) * THREADS)
+            wrong = [name for names in pool.map(worker, seeds) for name in names]
+            assert not wrong, f"round {round_}: differ from the serial results: {wrong}"
+    for old, new in zip(before, INPUTS, strict=True):
+        assert same(old, new) if isinstance(old, np.ndarray) else old == new
