@@ -223,3 +223,16 @@ def test_an_out_of_other_strides_is_planned_and_written():
     want = rr.apply_rope(x, None, offset=9, backend="numba")
     assert rr.apply_rope(x, None, offset=9, backend="numba", out=out) is out
     np.testing.assert_array_equal(out, want)
+
+
+def test_a_block_that_overflows_does_not_refuse_a_call_that_fits():
+    """Blocks hold 64 positions: with inverse frequency 1e307 the block's last angles pass
+    float64's largest number while the call's own positions 0..2 do not."""
+    spec = rr.RopeSpec(2, freqs=[1e307])
+    x = np.ones((3, 2))
+    got = rr.apply_rope(x, spec, backend="numba")
+    angles = np.arange(3) * 1e307
+    want = np.stack([np.cos(angles) - np.sin(angles), np.sin(angles) + np.cos(angles)], -1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * np.finfo(np.float64).eps)
+    with pytest.raises(ValueError, match="overflow"):  # and where the call's own do, it says so
+        rr.apply_rope(x, spec, offset=20, backend="numba")
