@@ -83,7 +83,7 @@ def apply_rope(
         (see the Precision page).
     seq_axis : int, default -2
         Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
-        ``(batch, seq)``.
+        ``(batch, seq)``, and checked always (it must name an axis other than the last).
     inverse : bool, default False
         Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
         is what a backward pass applies to gradients. With an attention factor or xPos

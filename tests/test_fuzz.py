@@ -189,10 +189,10 @@ def expected_rope(x, spec, positions, offset, seq_axis):
     if o is None or axis is None:
         return INVALID
     lead = x.shape[:-1]
+    ax = along(axis, x.ndim)  # checked whatever the positions (a documented rule)
+    if ax is None:
+        return INVALID
     if positions is None:
-        ax = along(axis, x.ndim)
-        if ax is None:
-            return INVALID
         grid = default_grid(lead[ax], o)
         shape = [1] * len(lead)
         shape[ax] = lead[ax]
@@ -205,9 +205,6 @@ def expected_rope(x, spec, positions, offset, seq_axis):
         if not np.all(np.isfinite(grid)):
             return INVALID
         if p.ndim == 1:
-            ax = along(axis, x.ndim)
-            if ax is None:
-                return INVALID
             if p.shape[0] == lead[ax]:
                 shape = [1] * len(lead)
                 shape[ax] = lead[ax]
