@@ -89,10 +89,21 @@ def _bound(args: argparse.Namespace) -> int:
         return _error("bound", str(err))
     bar.update(1.0, "done", now=True)
     bar.close()
-    print(f"{'context length':>15}  {'smallest base':>15}  (d = {args.dim})")
+    print(f"{'context length':>15}  {'smallest base':>15}  (d = {args.dim}, rounded up)")
     for length in args.context:
-        print(f"{length:>15,}  {results[length]:>15.6g}")
+        print(f"{length:>15,}  {format_base(results[length]):>15}")
     return 0
+
+
+def format_base(base: float) -> str:
+    """`base` rounded up to one decimal, digits grouped: every base printed works.
+
+    Examples
+    --------
+    >>> format_base(26952.31), format_base(629978.0), format_base(65374837.92)
+    ('26,952.4', '629,978.0', '65,374,838.0')
+    """
+    return f"{math.ceil(base * 10) / 10:,.1f}"
 
 
 def _plot(args: argparse.Namespace) -> int:
