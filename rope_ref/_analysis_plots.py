@@ -71,7 +71,7 @@ def decay_figure(path: Path, *, dim: int = 128, base: float = 10000.0) -> None:
     window = 65
     smooth = np.convolve(curve, np.ones(window) / window, mode="valid")
     fig, ax = plt.subplots(figsize=(7.2, 4.0))
-    ax.plot(m, curve, lw=0.6, color="tab:blue", label="decay_bound (mean of |S_j|, normalized)")
+    ax.plot(m, curve, lw=0.6, color="tab:blue", label="bound on |q . k| at distance m (1 at m = 0)")
     ax.plot(
         m[window // 2 : -(window // 2)],
         smooth,
@@ -171,8 +171,10 @@ def wavelengths_figure(path: Path, *, dim: int = 128, base: float = 10000.0) -> 
     ax.set_xlabel("pair index j")
     ax.set_ylabel("wavelength (tokens)")
     ax.set_title(f"Wavelengths, d={dim}, base={base:g}", fontsize=10)
+    ax.set_ylim(1, 8 * max(131072, float(np.max(lam))))  # room above the top reference line
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    # The wavelengths rise from lower left to upper right: the legend goes where none are.
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.95)
     _save(fig, path)
 
 
