@@ -24,9 +24,13 @@ from rope_ref._bench_impls import Impl, Unavailable, implementations
 
 __all__ = ["Case", "Result", "run_case", "sweep_cases"]
 
-#: Implementations slower than this per call run in the first `SLOW_ROUNDS` rounds only.
+#: Implementations slower than this per call run in the first `SLOW_ROUNDS` rounds only
+#: (every row gets at least that many samples, enough for quartiles).
 SLOW_CALL_S = 0.25
-SLOW_ROUNDS = 3
+SLOW_ROUNDS = 7
+#: A row whose quartiles lie further apart than this share of its median is flagged:
+#: its median moves too much from run to run to compare closely.
+UNSTEADY_SPREAD = 0.25
 #: Warm-up (at least WARMUP_CALLS calls and WARMUP_S seconds, at most MAX_WARMUP_CALLS
 #: calls) and the shortest sample (calls are repeated to fill it).
 WARMUP_CALLS = 3
@@ -96,10 +100,34 @@ class Result:
     percent_of_copy: float | None
     speedup_vs_reference: float | None
     note: str = ""
+    #: The first and third quartiles of the samples (seconds per call).
+    q1_s: float | None = None
+    q3_s: float | None = None
+
+    @property
+    def spread(self) -> float | None:
+        """The quartiles' distance as a share of the median (None without samples).
+
+        Examples
+        --------
+        >>> r = Result(Case((1, 1, 1, 2), "float32"), "x", "backend", 2.0, 5, None, None,
+        ...            None, q1_s=1.5, q3_s=2.5)
+        >>> r.spread, r.unsteady
+        (0.5, True)
+        """
+        if self.median_s is None or self.q1_s is None or self.q3_s is None:
+            return None
+        return (self.q3_s - self.q1_s) / self.median_s
+
+    @property
+    def unsteady(self) -> bool:
+        """Whether the spread is too wide to trust the median closely."""
+        return self.spread is not None and self.spread > UNSTEADY_SPREAD
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
         out = dataclasses.asdict(self)
+        out["spread"], out["unsteady"] = self.spread, self.unsteady
         out["case"] = {
             "shape": list(self.case.shape),
             "dtype": self.case.dtype,
@@ -218,6 +246,7 @@ def _summarise(
     case: Case, impls: Iterable[Impl], samples: dict[str, list[float]], notes: dict[str, str]
 ) -> list[Result]:
     medians = {name: statistics.median(t) for name, t in samples.items() if t}
+    quartiles = {name: _quartiles(t) for name, t in samples.items() if t}
     moved = case.moved
     copy = next((medians.get(i.name) for i in impls if i.kind == "baseline"), None)
     reference = medians.get("reference")
@@ -235,9 +264,25 @@ def _summarise(
                 percent_of_copy=None if m is None or copy is None else 100.0 * copy / m,
                 speedup_vs_reference=None if m is None or reference is None else reference / m,
                 note=notes.get(impl.name, impl.note),
+                q1_s=quartiles.get(impl.name, (None, None))[0],
+                q3_s=quartiles.get(impl.name, (None, None))[1],
             )
         )
     return results
+
+
+def _quartiles(times: list[float]) -> tuple[float, float]:
+    """First and third quartiles (one sample: itself twice).
+
+    Examples
+    --------
+    >>> _quartiles([1.0, 2.0, 3.0, 4.0, 5.0])
+    (2.0, 4.0)
+    """
+    if len(times) < 2:
+        return times[0], times[0]
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return q1, q3
 
 
 def sweep_cases(

@@ -253,18 +253,25 @@ def _describe(info: dict[str, Any]) -> str:
 
 
 def format_table(results: Sequence[Any]) -> str:
-    """Results as an aligned text table, one block per case."""
-    header = ("implementation", "median", "GB/s", "% of copy", "x reference", "n", "note")
+    """Results as an aligned text table, one block per case; unsteady medians marked "!"."""
+    from rope_ref._bench import UNSTEADY_SPREAD
+
+    header = (
+        "implementation", "median", "quartiles", "GB/s", "% of copy", "x reference", "n", "note",
+    )  # fmt: skip
     rows: list[tuple[str, ...]] = []
     case = None
+    unsteady = False
     for r in results:
         if r.case != case:
             case = r.case
-            rows.append((f"[{case.label}]", "", "", "", "", "", ""))
+            rows.append((f"[{case.label}]", *[""] * (len(header) - 1)))
+        unsteady = unsteady or r.unsteady
         rows.append(
             (
                 f"  {r.name}",
-                _time(r.median_s),
+                _time(r.median_s) + (" !" if r.unsteady else ""),
+                "-" if r.q1_s is None else f"{_time(r.q1_s)} - {_time(r.q3_s)}",
                 _num(r.gb_per_s, "{:.1f}"),
                 _num(r.percent_of_copy, "{:.0f}%"),
                 _num(r.speedup_vs_reference, "{:.1f}x"),
@@ -277,6 +284,11 @@ def format_table(results: Sequence[Any]) -> str:
     lines += [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
+    if unsteady:
+        lines.append(
+            f"! unsteady: the quartiles span more than {UNSTEADY_SPREAD:.0%} of the median; "
+            "the machine was busy or the call's time varies (run again, or with more --rounds)"
+        )
     return "\n".join(lines)
 
 

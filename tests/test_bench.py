@@ -38,6 +38,9 @@ def test_bench_json_reports_consistent_numbers(capsys):
             assert r["speedup_vs_reference"] == pytest.approx(
                 rows["reference"]["median_s"] / r["median_s"]
             )
+            assert r["q1_s"] <= r["median_s"] <= r["q3_s"]
+            assert r["spread"] == pytest.approx((r["q3_s"] - r["q1_s"]) / r["median_s"])
+            assert r["unsteady"] == (r["spread"] > 0.25)
 
 
 def test_bench_sweep_grows_the_sequence(capsys):
@@ -159,3 +162,34 @@ def test_gqa_cases_count_the_bytes_of_both_tensors():
     q_bytes, k_bytes = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
     assert case.moved == 2 * (q_bytes + k_bytes)  # each read once and written once
     assert case.label == "4x4096x32x128 bfloat16 q+k (32/8 heads) (gpu)"
+
+
+def test_every_row_gets_enough_rounds_for_quartiles(capsys, monkeypatch):
+    """Rows slower than SLOW_CALL_S stop after SLOW_ROUNDS rounds, never before."""
+    from rope_ref import _bench
+
+    monkeypatch.setattr(_bench, "SLOW_CALL_S", 0.0)  # every row counts as slow
+    report = run_json(capsys, "--shape", "1,4,2,8", "--rounds", "9", "--only", "reference")
+    assert {r["samples"] for r in report["results"]} == {_bench.SLOW_ROUNDS}
+    assert _bench.SLOW_ROUNDS >= 5
+
+
+def test_table_marks_unsteady_rows_and_explains_the_mark():
+    from rope_ref._bench import Case, Result
+    from rope_ref._bench_cli import format_table
+
+    case = Case((1, 4, 2, 8), "float32")
+
+    def row(name, q1, median, q3):
+        return Result(case, name, "backend", median, 9, 1.0, 100.0, 1.0, q1_s=q1, q3_s=q3)
+
+    text = format_table([row("steady", 0.9e-3, 1.0e-3, 1.1e-3), row("noisy", 1e-3, 2e-3, 3e-3)])
+    lines = text.splitlines()
+    steady = next(line for line in lines if "steady" in line and "unsteady" not in line)
+    noisy = next(line for line in lines if "noisy" in line)
+    assert "1.00 ms  " in steady
+    assert "!" not in steady
+    assert "2.00 ms !" in noisy
+    assert "1.00 ms - 3.00 ms" in noisy
+    assert lines[-1].startswith("! unsteady: the quartiles span more than 25% of the median")
+    assert "unsteady" not in format_table([row("steady", 0.9e-3, 1.0e-3, 1.1e-3)])

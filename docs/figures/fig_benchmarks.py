@@ -26,11 +26,19 @@ def _fmt_time(seconds: float | None) -> str:
     return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
 
 
+def _quartiles(r: dict) -> str:
+    """``q1 - q3`` of a result, with "!" when it was flagged unsteady; "-" when not recorded."""
+    if r.get("q1_s") is None:
+        return "-"
+    return f"{_fmt_time(r['q1_s'])} - {_fmt_time(r['q3_s'])}{' !' if r.get('unsteady') else ''}"
+
+
 def results_table(report: dict, path: Path) -> None:
-    """One row per case and implementation: median, GB/s, % of copy, x reference."""
+    """One row per case and implementation: median, quartiles, GB/s, % of copy, x reference."""
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["case", "implementation", "median", "GB/s", "% of copy", "x reference"])
+        w.writerow(["case", "implementation", "median", "quartiles", "GB/s", "% of copy",
+                    "x reference"])
         for r in report["results"]:
             c = r["case"]
             n = c.get("sequences", 0)
@@ -39,6 +47,7 @@ def results_table(report: dict, path: Path) -> None:
                 f"{'x'.join(map(str, c['shape']))} {c['dtype']}{' q+k' if c['qk'] else ''}{seqs}",
                 r["name"],
                 _fmt_time(r["median_s"]),
+                _quartiles(r),
                 "-" if r["gb_per_s"] is None else f"{r['gb_per_s']:.1f}",
                 "-" if r["percent_of_copy"] is None else f"{r['percent_of_copy']:.0f}%",
                 "-" if r["speedup_vs_reference"] is None else f"{r['speedup_vs_reference']:.1f}x",
