@@ -24,10 +24,11 @@ def round_once(a: Array, dtype: object, *, xp: ArrayNamespace) -> Array:
 
     Examples
     --------
-    >>> import torch
-    >>> import array_api_compat.torch as xp
-    >>> a = torch.tensor([1 + 2**-8 + 2**-30], dtype=torch.float64)
-    >>> a.to(torch.bfloat16).item(), round_once(a, torch.bfloat16, xp=xp).item()
+    >>> import ml_dtypes
+    >>> import numpy as np
+    >>> import array_api_compat.numpy as xp
+    >>> a = np.array([1 + 2**-8 + 2**-30])
+    >>> float(a.astype(ml_dtypes.bfloat16)[0]), float(round_once(a, ml_dtypes.bfloat16, xp=xp)[0])
     (1.0, 1.0078125)
     """
     name = dtype_name(dtype)
