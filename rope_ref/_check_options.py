@@ -40,6 +40,7 @@ def fail(msg: str) -> NoReturn:
 
 
 def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before any work, options that cannot run (a usage error naming the option)."""
     if importlib.util.find_spec("hypothesis") is None:
         fail("needs Hypothesis: pip install 'rope-ref[testing]'")
     if not 1 <= args.examples <= 10**6:
@@ -60,6 +61,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> Any:
+    """The `RopeSpec` the options describe (``--hf-config`` or the single fields)."""
     from rope_ref._spec import RopeSpec
 
     layout = None if args.layout == "auto" else args.layout
@@ -112,6 +114,7 @@ def spec_from_hf(text: str) -> Any:
 
 
 def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
+    """How the target is called: its convention, array kind, axis order and positions."""
     from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling
 
     convention = args.convention
@@ -175,7 +178,9 @@ class AttentionFactorOnly:
     factor: float
 
     def inv_freq(self, inv_freq: Any, *, base: float, rotary_dim: int, seq_len: Any) -> Any:
+        """The frequencies, unchanged."""
         return inv_freq
 
     def attention_factor(self, *, seq_len: Any) -> float:
+        """The factor given."""
         return self.factor
