@@ -295,19 +295,80 @@ def _position_range(c: Comparison) -> Diagnosis | None:
     if not np.any(rows) or not np.any(good):
         return None
     first_bad, last_good = float(np.min(p[rows])), float(np.max(p[good]))
-    if last_good >= first_bad:
+    if last_good >= first_bad or first_bad != int(first_bad):
         return None
-    for alt_grid, how in (
-        (np.mod(s.grid, first_bad), f"wrap around a table of {fmt(first_bad)} positions"),
-        (np.minimum(s.grid, first_bad - 1), f"are clamped to {fmt(first_bad - 1)}"),
-    ):
-        if last_good + 1 == first_bad and explains(c, s.oracle(grid=alt_grid)):
-            return Diagnosis(
-                "position_range",
-                f"positions up to {fmt(last_good)} are correct; larger positions {how} "
-                "(a cos/sin cache shorter than the positions).",
-            )
-    return None
+    wrapped, clamped = _table_lengths(c, last_good, int(first_bad))
+    fits = [n for n in wrapped if explains(c, s.oracle(grid=np.mod(s.grid, n)))]
+    if fits:
+        how = f"wrap around a table of {' or '.join(map(str, fits))} positions"
+        if len(fits) > 1:
+            how += ", which the given positions cannot tell apart"
+    else:
+        fits = [n for n in clamped if explains(c, s.oracle(grid=np.minimum(s.grid, n - 1)))]
+        if not fits:
+            return None
+        how = f"are clamped to {fits[0] - 1}"
+    return Diagnosis(
+        "position_range",
+        f"positions up to {fmt(last_good)} are correct; larger positions {how} "
+        "(a cos/sin cache shorter than the positions).",
+    )
+
+
+def _table_lengths(c: Comparison, last_good: float, bad: int) -> tuple[list[int], list[int]]:
+    """Table lengths ``n`` (last_good < n <= bad) to try: wrapped ones, then clamped ones.
+
+    The rows at the first failing position `bad` carry the angles of some table row ``q``:
+    a clamped table has ``n = q + 1``; a wrapped one ``bad = k n + q``, so
+    ``n = (bad - q) / k``, tried for k up to 64, smallest n first.
+    """
+    wrapped, clamped = [bad], [bad]
+    q = _table_row(c, bad)
+    if q is not None:
+        clamped.append(q + 1)
+        span = bad - q
+        wrapped += [span // k for k in range(64, 0, -1) if span % k == 0 and span // k > q]
+    return (
+        sorted(n for n in set(wrapped) if last_good < n <= bad),
+        [n for n in dict.fromkeys(clamped) if last_good < n <= bad],
+    )
+
+
+def _table_row(c: Comparison, position: int) -> int | None:
+    """The integer position in ``[0, position]`` whose angles the rows at `position` carry.
+
+    The slowest pair fixes the position up to whole turns; each branch is refined up the
+    pairs from slow to fast (each step's error is far below half a turn of the next pair)
+    and the branch that fits every pair best wins.
+    """
+    s = c.setup
+    theta = inv_freq(s.spec, s.seq_len)
+    if theta.size == 0 or s.spec.sections is not None or not np.all(theta > 0):
+        return None
+    got, norm = pair_angles(s, c.actual)
+    rows = (row_p(s) == position)[..., None] & (norm > 0)
+    sign = -1.0 if s.inverse else 1.0
+    angles = np.where(rows, sign * got, np.nan).reshape(-1, theta.size)
+    usable = np.any(np.isfinite(angles), axis=0)
+    if not np.any(usable):
+        return None
+    order = np.argsort(theta[usable])
+    angle = np.nanmedian(angles[:, usable], axis=0)[order]
+    theta = theta[usable][order]
+    turns = int(position * theta[0] / (2 * math.pi)) + 1
+    if turns > 4096:
+        return None
+    best: int | None = None
+    best_cost = math.inf
+    for turn in range(turns + 1):
+        q = (wrap(angle[0]) + 2 * math.pi * turn) / theta[0]
+        for a, t in zip(angle[1:], theta[1:], strict=True):
+            q += wrap(a - q * t) / t
+        row = round(q)
+        cost = float(np.sum(np.abs(wrap(angle - row * theta))))
+        if 0 <= row <= position and cost < best_cost:
+            best, best_cost = row, cost
+    return best
 
 
 def _span(grid: np.ndarray) -> str:
