@@ -1,8 +1,9 @@
 """Every diagnosis on a mistake planted into a real peer's settings.
 
-The peer (transformers' rotary modules, torchtune, MLX) computes the result with one
-setting wrong, the oracle is told the right one (or the reverse), and the diagnosis must
-name the mistake and its fitted parameters. Peers that are not installed are skipped.
+The peer (transformers' rotary modules, torchtune, rotary-embedding-torch, MLX) computes the
+result with one setting wrong, or used as a user might misuse it (each such test says so),
+the oracle is told the right setting (or the reverse), and the diagnosis must name the
+mistake and its fitted parameters. Peers that are not installed are skipped.
 """
 
 from __future__ import annotations
@@ -296,3 +297,133 @@ def test_hf_gpt_neox_partial_rotary_checked_as_full_is_a_rotary_dim_mistake():
     assert found is not None, found
     assert found.cause == "rotary_dim", found
     assert "rotates features [0, 16)" in found.message
+
+
+# --- non-finite, zeros, direction, identity, position range ---------------------------------
+
+
+def test_rotary_embedding_torch_float16_positions_overflow_to_non_finite():
+    """The peer's own arithmetic: rotate_queries_or_keys builds the positions in the query's
+    dtype (arange(n, dtype=q.dtype) + offset); in float16, from 65520 on they round to inf,
+    and cos/sin of inf are NaN. A float16 chunk of 48 tokens decoded from position 65504."""
+    ret = pytest.importorskip("rotary_embedding_torch")
+    module = ret.RotaryEmbedding(dim=64)
+    offset, n = 65504, 48  # 65504: the largest finite float16
+    q = _x((1, 2, n, 64), seed=10).half()
+    y = module.rotate_queries_or_keys(q, offset=offset)
+    with np.errstate(over="ignore"):
+        overflowed = int(np.sum(np.isinf((offset + np.arange(n)).astype(np.float16))))
+    assert overflowed == 32  # positions 65520 to 65551
+    found = diagnose(y, q, rr.RopeSpec(64, layout="interleaved"), offset=offset)
+    assert found is not None
+    assert found.cause == "non-finite", found
+    assert f"{overflowed * 2 * 64} element(s) of the result are NaN or infinite" in found.message
+
+
+def test_torchtune_kv_cache_reset_zeroes_the_keys_it_returned():
+    """A misuse of the peer's preallocated-output path: torchtune's KVCache.update returns its
+    own buffer ("the updated cache"), not a copy; keys kept from it and checked after reset()
+    (as before the next prompt) were zeroed in place."""
+    tt, _ = _torchtune()
+    rope = tt.RotaryPositionalEmbeddings(dim=64, max_seq_len=4096)
+    positions = np.arange(8)
+    x = _x((1, 8, 2, 64), seed=11)  # [b, s, n_h, h_d]
+    rotated = rope(x, input_pos=torch.from_numpy(positions)[None]).transpose(1, 2)
+    cache = tt.KVCache(
+        batch_size=1, max_seq_len=8, num_kv_heads=2, head_dim=64, dtype=torch.float32
+    )
+    keys, _ = cache.update(rotated, rotated)
+    spec = rr.RopeSpec(64, layout="interleaved")
+    x_heads_first = x.transpose(1, 2)
+    assert rope_report(keys, x_heads_first, spec, positions).ok
+    cache.reset()
+    found = diagnose(keys, x_heads_first, spec, positions)
+    assert found is not None
+    assert found.cause == "zeros", found
+    assert f"every mismatched element of the result is 0 ({keys.numel()} of them)" in found.message
+
+
+def _hf_with_negated_sin(p: np.ndarray) -> tuple[Any, Any]:
+    """transformers' apply_rotary_pos_emb handed LlamaRotaryEmbedding's cos and -sin."""
+    transformers = pytest.importorskip("transformers")
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    transformers.logging.set_verbosity_error()
+    config = transformers.LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64)
+    q = _x((1, 2, len(p), 64), seed=12)
+    cos, sin = llama.LlamaRotaryEmbedding(config)(q, torch.from_numpy(p)[None])
+    out, _ = llama.apply_rotary_pos_emb(q, q, cos, -sin)
+    return q, out
+
+
+def _mlx_with_negative_scale(p: np.ndarray) -> tuple[Any, Any]:
+    """MLX's fast.rope with scale=-1.0: the positions negated, as when undoing a rotation."""
+    mx = pytest.importorskip("mlx.core")
+    x = mx.array(np.random.default_rng(13).uniform(-1, 1, (1, 2, len(p), 64)).astype(np.float32))
+    assert np.array_equal(p, np.arange(len(p)))  # fast.rope rotates rows at offset + 0, 1, ...
+    return x, mx.fast.rope(x, 64, traditional=True, base=10000.0, scale=-1.0, offset=0)
+
+
+@pytest.mark.parametrize(
+    ("peer", "layout", "p"),
+    [(_hf_with_negated_sin, "half", P), (_mlx_with_negative_scale, "interleaved", np.arange(9))],
+)
+def test_the_inverse_rotation_through_a_peer_is_a_direction_mistake(peer, layout, p):
+    """A misuse: the inverse rotation's table or setting (sin negated; positions scaled by -1)
+    in the forward path, e.g. left over from un-rotating cached keys."""
+    x, y = peer(p)
+    spec = rr.RopeSpec(64, layout=layout)
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "direction", found
+    assert "the result is the inverse rotation (every angle negated)" in found.message
+    assert rope_report(y, x, spec, p, inverse=True).ok
+
+
+def test_rotary_embedding_torch_cache_read_past_its_prefill_is_identity():
+    """A misuse of the peer's cache: RotaryEmbedding keeps the angles of its longest prefill in
+    cached_freqs, a buffer of cache_max_seq_len rows that stays zero past the prefill. Its
+    rotate methods take one offset for every row, so a decoder with per-token positions that
+    gathers rows of that buffer for the library's apply_rotary_emb reads zero angles from
+    position 2048 on: cos = 1, sin = 0, the rows come back unrotated."""
+    ret = pytest.importorskip("rotary_embedding_torch")
+    module = ret.RotaryEmbedding(dim=64)
+    module.rotate_queries_or_keys(_x((1, 2, 2048, 64), seed=14))  # a 2048-token prefill
+    p = np.array([0, 1, 2, 3, 50, 400, 2047, 2048, 5000, 8000])
+    q = _x((1, 2, len(p), 64), seed=15)
+    y = ret.apply_rotary_emb(module.cached_freqs[torch.from_numpy(p)], q)
+    assert module.cached_freqs_seq_len == 2048
+    found = diagnose(y, q, rr.RopeSpec(64, layout="interleaved"), p)
+    assert found is not None
+    assert found.cause == "identity", found
+    assert "positions up to 2047 are rotated correctly, but from 2048 on" in found.message
+
+
+@pytest.mark.parametrize(
+    ("fold", "snippet"),
+    [
+        ("wrap", "wrap around a table of 2048 or 4096 positions, which the given positions cannot"),
+        ("clamp", "are clamped to 4095"),
+    ],
+)
+def test_torchtune_cache_indexed_past_its_length_is_a_position_range_mistake(fold, snippet):
+    """A misuse of the peer's cache: RotaryPositionalEmbeddings reads cache[input_pos] from a
+    table of max_seq_len rows and raises IndexError past it. Positions folded into the table
+    to make it run (modulo its length, as a ring-buffer KV cache indexes its slots, or clamped
+    to its last row) rotate every later token as an earlier one. The positions do not straddle
+    the table's end: its length is read off the result (9000 and 30000 wrap alike modulo 2048
+    and 4096, so both are named)."""
+    tt, _ = _torchtune()
+    module = tt.RotaryPositionalEmbeddings(dim=64, max_seq_len=4096)
+    x = _x((2, len(P), 2, 64), seed=16)
+    ids = np.stack([P, P])
+    with pytest.raises(IndexError):
+        module(x, input_pos=torch.from_numpy(ids))
+    folded = ids % 4096 if fold == "wrap" else np.minimum(ids, 4095)
+    y = module(x, input_pos=torch.from_numpy(folded))
+    spec = rr.RopeSpec(64, layout="interleaved")
+    assert rope_report(y, x, spec, folded, seq_axis=-3).ok
+    found = diagnose(y, x, spec, ids, seq_axis=-3)
+    assert found is not None
+    assert found.cause == "position_range", found
+    assert "positions up to 2000 are correct" in found.message
+    assert snippet in found.message
