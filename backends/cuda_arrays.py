@@ -246,6 +246,7 @@ class DeviceStandIn(np.ndarray):
     (True, 32)
     """
 
+    __slots__ = ("ptr",)
     ptr: int
 
     def __array_finalize__(self, obj: object) -> None:

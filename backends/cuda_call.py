@@ -317,19 +317,19 @@ class _Prepared:
 
         `ptrs` holds the addresses of the xs, then of their positions (gather kernel).
         """
+        if not arrays.is_current(self.device):
+            with arrays.xp.cuda.Device(self.device):
+                return self._run(arrays, xs, ptrs, out, out_ptr, offset)
+        return self._run(arrays, xs, ptrs, out, out_ptr, offset)
+
+    def _run(
+        self, arrays: Arrays, xs: Sequence[Any], ptrs: list[int], out: Any, out_ptr: int,
+        offset: object,
+    ) -> list[Any] | None:  # fmt: skip
+        """`run`, with the arrays' device current."""
         shift = offset if type(offset) is int and -_LIMIT < offset < _LIMIT else _integer(offset)
         if shift is None or (shift < 0 and not self.gather):
             return None
-        if arrays.is_current(self.device):
-            return self._launch(arrays, xs, ptrs, out, out_ptr, shift)
-        with arrays.xp.cuda.Device(self.device):
-            return self._launch(arrays, xs, ptrs, out, out_ptr, shift)
-
-    def _launch(
-        self, arrays: Arrays, xs: Sequence[Any], ptrs: list[int], out: Any, out_ptr: int,
-        shift: int,
-    ) -> list[Any] | None:  # fmt: skip
-        """`run`, on the arrays' device."""
         n, gather = len(xs), self.gather
         needed = 0 if gather else shift + self.rows
         stream = arrays.stream(xs[0])
@@ -339,8 +339,10 @@ class _Prepared:
             if tables.capacity < needed:
                 return None  # rows past the largest cache: host-built tables instead
         if out is None:
-            outs = [arrays.empty(x, x.shape) for x in xs]
-            out_ptrs = [arrays.address(o) for o in outs]
+            outs, out_ptrs = [], []
+            for x in xs:
+                outs.append(arrays.empty(x, x.shape))
+                out_ptrs.append(arrays.address(outs[-1]))
         else:
             outs, out_ptrs = [out], [out_ptr]
         # the addresses of cos and sin of each x: the cache's, or its rows from the offset

@@ -578,6 +578,41 @@ def test_every_launch_keeps_its_own_words_across_threads(np_rng):
     assert len(cache_rows) == 1
 
 
+def test_a_call_on_another_device_runs_with_that_device_current(np_rng):
+    """Arrays on device 1 while device 0 is current: the launch is made inside a block that
+    makes device 1 current, and device 0 is current again after the call."""
+    current = [0]
+    launched_on = []
+
+    class Device:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            self.before, current[0] = current[0], self.device
+
+        def __exit__(self, *exc):
+            current[0] = self.before
+
+    class SecondDevice(arrays_module.HostStandIn):  # type: ignore[misc, name-defined]
+        def device(self, a):
+            return 1
+
+        def is_current(self, device):
+            return current[0] == device
+
+    host = SecondDevice(launch=lambda launch: launched_on.append(current[0]))
+    host.xp = SimpleNamespace(cuda=SimpleNamespace(Device=Device))
+    x = random_x(np_rng, (2, 3, 4, 16), DTYPES["float32"])
+    call_module.clear()
+    with arrays_module.stand_in(host):
+        for positions in (None, np.arange(3).reshape(1, 3, 1)):
+            rr.apply_rope(x, rr.RopeSpec(head_dim=16), positions, seq_axis=-3, backend="cupy")
+    call_module.clear()
+    assert launched_on == [1, 1]
+    assert current == [0]
+
+
 def test_cupy_adapter_launches_the_planned_variant_with_one_struct(monkeypatch):
     """The CuPy adapter, given a stand-in for CuPy: the variant each plan names, compiled
     once per kernel and looked up once per variant, the words passed as one struct."""
