@@ -250,6 +250,12 @@ class _Prepared:
         self.axes, self.x_descs, self.positions = axes, x_descs, positions
         self.compute, self.device = compute, device
         self.gather = positions is not None
+        #: The words a call writes: x, out and positions of each x, then the offset (gather
+        #: kernel), or x, out, cos and sin of each x (table kernel: the rows move with it).
+        self.slots = [
+            at for i in range(len(lengths))
+            for at in ((*_ADDRESSES[i][:2], _POSITIONS[i]) if self.gather else _ADDRESSES[i])
+        ] + ([_OFFSET] if self.gather else [])  # fmt: skip
         self.row_bytes = spec.n_pairs * np.dtype(compute).itemsize
         #: Rows of the table cache the last x reads, from the offset; byte offset of each x's
         #: first row past the offset's (queries read the last q_len rows of the keys').
@@ -345,33 +351,33 @@ class _Prepared:
                 out_ptrs.append(arrays.address(outs[-1]))
         else:
             outs, out_ptrs = [out], [out_ptr]
-        # the addresses of cos and sin of each x: the cache's, or its rows from the offset
-        cos, sin = tables.cos_ptr, tables.sin_ptr
-        table_ptrs = [cos, sin] * n
-        if not gather:
-            at = shift * self.row_bytes
-            table_ptrs = [t + at + self.table_rows[i // 2] for i, t in enumerate(table_ptrs)]
-        mask = 0
-        for p in (*ptrs[:n], *out_ptrs, *table_ptrs):
-            mask |= p
+        # this call's words, in the order of `self.slots`, and whether all its addresses
+        # (x, out and the tables they read) are aligned for the vector path
+        values: list[int] = []
+        if gather:  # the cache's own addresses, which the template's words hold
+            mask = tables.cos_ptr | tables.sin_ptr
+            for i in range(n):
+                values += (ptrs[i], out_ptrs[i], ptrs[n + i])
+                mask |= ptrs[i] | out_ptrs[i]
+            values.append(shift)
+        else:  # the rows from the offset
+            mask = 0
+            for i in range(n):
+                row = shift * self.row_bytes + self.table_rows[i]
+                cos, sin = tables.cos_ptr + row, tables.sin_ptr + row
+                values += (ptrs[i], out_ptrs[i], cos, sin)
+                mask |= ptrs[i] | out_ptrs[i] | cos | sin
         aligned = not mask % VECTOR_BYTES
         template = self.launches.get(aligned, _UNPLANNED)
         if template is _UNPLANNED:
-            template = self._plan(arrays, aligned, ptrs, outs, table_ptrs, tables, shift)
+            template = self._plan(arrays, aligned, ptrs, outs, tables, shift)
         elif template is not None and gather and self.tables_in[aligned] is not tables:
             template = self._with_tables(aligned, template, tables, n)
         if template is None:
             return None  # the layout needs copies: the general path makes them
         words = template.params.copy()
-        for i in range(n):
-            x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
-            words[x_at], words[out_at] = ptrs[i], out_ptrs[i]
-            if gather:  # the cache's words are in the template already
-                words[_POSITIONS[i]] = ptrs[n + i]
-            else:  # the rows move with the offset
-                words[cos_at], words[sin_at] = table_ptrs[2 * i], table_ptrs[2 * i + 1]
-        if gather:
-            words[_OFFSET] = shift
+        for slot, value in zip(self.slots, values, strict=True):
+            words[slot] = value
         if template.grid > 0:
             arrays.launch(_new_launch(Launch, (*template[:6], words)), stream)
         return outs
@@ -390,7 +396,6 @@ class _Prepared:
         aligned: bool,
         ptrs: list[int],
         outs: list[Any],
-        table_ptrs: list[int],
         tables: DeviceTables,
         shift: int,
     ) -> Launch | None:
@@ -410,8 +415,9 @@ class _Prepared:
             shape = [1] * (len(x.shape) - 1) + [self.spec.n_pairs]
             strides = [0] * (len(x.shape) - 1) + [item]
             shape[self.axes[i]], strides[self.axes[i]] = x.shape[self.axes[i]], self.row_bytes
-            cos = Desc(table_ptrs[2 * i], tuple(shape), tuple(strides), self.compute, item)
-            jobs.append((x, (cos, Desc(table_ptrs[2 * i + 1], *cos[1:])), out))
+            at = shift * self.row_bytes + self.table_rows[i]  # this x's rows from the offset
+            cos = Desc(tables.cos_ptr + at, tuple(shape), tuple(strides), self.compute, item)
+            jobs.append((x, (cos, Desc(tables.sin_ptr + at, *cos[1:])), out))
         if self.positions is not None:
             gather = Gather(
                 cos=tables.cos_ptr, sin=tables.sin_ptr, n_pairs=self.spec.n_pairs,
