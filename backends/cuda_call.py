@@ -163,21 +163,21 @@ def _call(
         signature.append(x_geometry)
         ptrs.append(address(x))
     previous: Any = None
-    p_geometry: Hashable = None
-    p_ptr = 0
     for p in positions:
         if p is None:
             signature.append(None)  # the default positions
-            continue
-        if p is not previous:  # queries' and keys' positions are often one array
+        elif p is previous:  # the keys' positions are the queries' (read once)
+            signature.append(_SAME)
+            ptrs.append(ptrs[-1])
+        else:
             if type(p) is not type(xs[0]):
                 return None  # host positions: the general path lays them out
             p_geometry = geometry(p)
             if p_geometry is None:
                 return None
-            p_ptr, previous = address(p), p
-        signature.append(p_geometry)
-        ptrs.append(p_ptr)
+            signature.append(p_geometry)
+            ptrs.append(address(p))
+            previous = p
     out_ptr = 0
     if out is not None:
         out_geometry = geometry(out)
@@ -229,6 +229,7 @@ def _prepare(
 
 _SEQ_LENS = (type(None), int, float)
 _LIMIT = 2**53
+_SAME = "the same array"  # in a signature: the previous positions again
 
 
 class _Prepared:
