@@ -2,7 +2,9 @@
 
 One small adapter per kind of array says what the planner needs (a `Desc`: address, shape,
 byte strides, dtype), which device it lives on, how to allocate like it and on which stream
-its work runs:
+its work runs. A repeated call of the short road (`rope_ref.backends.cuda_call`) reads
+only an array's `Arrays.geometry` (its part of the call's signature) and its
+`Arrays.address`:
 
 ========  ==========================================  ===============================
 kind      read through                                 stream and allocations
@@ -12,8 +14,8 @@ PyTorch   ``data_ptr()``, ``stride()`` (CUDA tensors)  ``torch.cuda.current_stre
                                                        torch's caching allocator
 JAX       DLPack, as a CuPy view (GPU arrays)          CuPy's current stream; results
                                                        handed back through DLPack
-NumPy     ``__array_interface__``                      stand-ins for the host
-                                                       emulation (`stand_in`)
+NumPy     ``__array_interface__``; a `DeviceStandIn`    stand-ins for the host
+          carries its address, read once when made     emulation (`stand_in`)
 ========  ==========================================  ===============================
 
 Importing this module imports neither CuPy nor PyTorch; an adapter is made the first time
@@ -28,7 +30,7 @@ import importlib
 import importlib.resources
 import importlib.util
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -38,6 +40,7 @@ from .cuda_plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, descri
 
 __all__ = [
     "Arrays",
+    "DeviceStandIn",
     "HostStandIn",
     "arrays_for",
     "kernel_source",
@@ -69,9 +72,25 @@ class Arrays:
         """The `Desc` of `a`, or None if `a` is not on a CUDA device."""
         return Desc(a.data.ptr, a.shape, a.strides, dtype_name(a.dtype), a.itemsize)
 
+    def geometry(self, a: Any) -> Hashable | None:
+        """What a call's signature holds of `a`: shape, strides, dtype and device.
+
+        None when `a` is not an array in CUDA memory this adapter serves (as for
+        `describe`). Equal geometries give equal descriptors but for the address.
+        """
+        return (a.shape, a.strides, a.dtype, a.data.device_id)
+
+    def address(self, a: Any) -> int:
+        """The device address of `a`'s first element (`Desc.ptr`)."""
+        return a.data.ptr  # type: ignore[no-any-return]
+
     def device(self, a: Any) -> int:
         """CUDA device ordinal of `a`."""
-        return int(a.device.id)
+        return int(a.data.device_id)
+
+    def is_current(self, device: int) -> bool:
+        """Whether `device` is CuPy's current device."""
+        return bool(self.xp.cuda.runtime.getDevice() == device)
 
     def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
         """A new C-contiguous array of `like`'s kind, dtype and device (current device)."""
@@ -107,8 +126,13 @@ class Arrays:
         return a
 
     def launch(self, plan: Launch, stream: Any) -> None:
-        """Run `plan` on `stream` (current device)."""
-        function = _function(self.xp, plan.kernel, plan.name)
+        """Run `plan` on `stream` (current device).
+
+        CuPy hands the driver the address of the words (a NumPy array of one struct), and
+        the driver copies kernel arguments when the launch is made (into the graph, when
+        one is being captured): nothing reads `plan.params` after this returns.
+        """
+        function = _function(self.xp, plan)
         function((plan.grid,), (plan.block,), (plan.params.view(_PARAMS_STRUCT),), stream=stream)
 
 
@@ -137,6 +161,14 @@ class _TorchArrays(Arrays):
         if dtype is None:
             dtype = self._dtypes.setdefault(a.dtype, str(a.dtype).removeprefix("torch."))
         return Desc(a.data_ptr(), tuple(a.shape), tuple(s * item for s in a.stride()), dtype, item)
+
+    def geometry(self, a: Any) -> Hashable | None:
+        if not a.is_cuda or (a.requires_grad and self.torch.is_grad_enabled()):
+            return None
+        return (a.shape, a.stride(), a.dtype, a.get_device())  # strides in elements
+
+    def address(self, a: Any) -> int:
+        return a.data_ptr()  # type: ignore[no-any-return]
 
     def device(self, a: Any) -> int:
         return int(a.get_device())
@@ -177,6 +209,9 @@ class _JaxArrays(Arrays):
     def describe(self, a: Any) -> Desc | None:
         return None  # read through `launchable` (a CuPy view) instead
 
+    def geometry(self, a: Any) -> Hashable | None:
+        return None
+
     def device(self, a: Any) -> int:
         (device,) = a.devices()
         return int(device.id)
@@ -195,11 +230,41 @@ class _JaxArrays(Arrays):
         return self.jax_dlpack.from_dlpack(a)
 
 
+class DeviceStandIn(np.ndarray):
+    """A NumPy array standing in for a device array: it carries its address.
+
+    `ptr` is read once, when the array is made (``__array_finalize__``), as a CuPy array
+    carries ``data.ptr``, so that a call's stand-in costs what a device array's costs
+    rather than a read of ``__array_interface__`` per use. Views and the outputs that
+    `HostStandIn` allocates like it are stand-ins too.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.zeros((2, 8), dtype=np.float32).view(DeviceStandIn)
+    >>> a.ptr == a.__array_interface__["data"][0], a[1].ptr - a.ptr
+    (True, 32)
+    """
+
+    __slots__ = ("ptr",)
+    ptr: int
+
+    def __array_finalize__(self, obj: object) -> None:
+        self.ptr = self.__array_interface__["data"][0]
+
+    def resize(self, *shape: Any, refcheck: bool = True) -> None:
+        """`numpy.ndarray.resize`, which may move the memory: `ptr` follows it."""
+        super().resize(*shape, refcheck=refcheck)
+        self.ptr = self.__array_interface__["data"][0]
+
+
 class HostStandIn(Arrays):
     """NumPy arrays standing in for device arrays; `launch` runs a given callable.
 
     The host emulation of the kernel (tests) and ``rope-ref bench --preset gpu-host`` use it
-    to run every step of a GPU call but the launch itself on the CPU.
+    to run every step of a GPU call but the launch itself on the CPU. It serves plain
+    NumPy arrays (read through ``__array_interface__``) and `DeviceStandIn` arrays (which
+    carry their address, as CuPy arrays do).
 
     Parameters
     ----------
@@ -215,14 +280,34 @@ class HostStandIn(Arrays):
         #: Pretend a CUDA graph is being captured (to test what a capture may not do).
         self.capture = False
 
-    describe = staticmethod(describe_numpy)
+    def describe(self, a: Any) -> Desc:
+        """`describe_numpy`, with the address a `DeviceStandIn` carries."""
+        if type(a) is not DeviceStandIn:
+            return describe_numpy(a)
+        return Desc(a.ptr, a.shape, a.strides, dtype_name(a.dtype), a.itemsize)
+
+    def geometry(self, a: Any) -> Hashable:
+        """Shape, byte strides, dtype and device 0."""
+        return (a.shape, a.strides, a.dtype, 0)
+
+    def address(self, a: Any) -> int:
+        """`DeviceStandIn.ptr`, or the address in ``__array_interface__``."""
+        if type(a) is DeviceStandIn:
+            return a.ptr
+        return a.__array_interface__["data"][0]  # type: ignore[no-any-return]
 
     def device(self, a: Any) -> int:
         """Always 0: the host."""
         return 0
 
+    def is_current(self, device: int) -> bool:
+        """Always True: there is one device."""
+        return True
+
     def empty(self, like: Any, shape: tuple[int, ...]) -> Any:
-        """``np.empty`` of `like`'s dtype."""
+        """An uninitialised array of `like`'s dtype; a `DeviceStandIn` for one."""
+        if type(like) is DeviceStandIn:
+            return DeviceStandIn(shape, like.dtype)
         return np.empty(shape, dtype=like.dtype)
 
     def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
@@ -289,8 +374,10 @@ def serve(array_type: type, adapter: Arrays | None) -> None:
 
 
 @contextlib.contextmanager
-def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
-    """Let NumPy arrays stand in for device arrays, served by `adapter`, inside the block.
+def stand_in(adapter: HostStandIn, array_type: type = np.ndarray) -> Iterator[HostStandIn]:
+    """Let NumPy arrays of `array_type` stand in for device arrays, served by `adapter`.
+
+    Inside the block only; what served them before serves them again after it.
 
     Examples
     --------
@@ -302,17 +389,17 @@ def stand_in(adapter: HostStandIn) -> Iterator[HostStandIn]:
     True
     """
     with _LOCK:
-        before = _BY_TYPE.get(np.ndarray)
-    serve(np.ndarray, adapter)
+        before = _BY_TYPE.get(array_type)
+    serve(array_type, adapter)
     try:
         yield adapter
     finally:
-        serve(np.ndarray, before)
+        serve(array_type, before)
 
 
 def on_device(adapter: Arrays, device: int) -> contextlib.AbstractContextManager[Any]:
     """A block that runs with `device` current for CuPy (nothing to do when it is)."""
-    if adapter.kind == "host" or adapter.xp.cuda.runtime.getDevice() == device:
+    if adapter.is_current(device):
         return _NOTHING
     return adapter.xp.cuda.Device(device)  # type: ignore[no-any-return]
 
@@ -348,16 +435,20 @@ def _module(cp: ModuleType, kernel: str) -> Any:
     return cp.RawModule(code=kernel_source(), name_expressions=KERNEL_NAMES[kernel])
 
 
-_FUNCTIONS: dict[tuple[int, str], Any] = {}
+_FUNCTIONS: dict[tuple[object, ...], Any] = {}
 
 
-def _function(cp: ModuleType, kernel: str, name: str) -> Any:
-    """The loaded kernel `name` on the current device (cached: no lookup per launch)."""
-    key = (cp.cuda.runtime.getDevice(), name)
+def _function(cp: ModuleType, plan: Launch) -> Any:
+    """The loaded variant of `plan` on the current device (cached: no lookup per launch).
+
+    Keyed by the device and the fields that name the variant (kernel, element type,
+    layout, vector), so that a launch does not build the variant's name.
+    """
+    key = (cp.cuda.runtime.getDevice(), *plan[:4])
     found = _FUNCTIONS.get(key)
     if found is None:
-        assert kernel in KERNELS
-        found = _FUNCTIONS[key] = _module(cp, kernel).get_function(name).kernel
+        assert plan.kernel in KERNELS
+        found = _FUNCTIONS[key] = _module(cp, plan.kernel).get_function(plan.name).kernel
     return found
 
 

@@ -15,17 +15,24 @@ The spec must have no xPos and no sections, and a length-dependent scaling needs
 explicit seq_len. Anything else, including every invalid argument, returns None: the
 general path then validates, raises the documented errors, or builds the tables itself.
 
-A call is checked once per *signature* (its kind of arrays, shapes, strides, dtypes,
-devices, spec, axis and options); a repeated call looks its signature up, and then only
-allocates the outputs, copies the cached launch words and writes this call's addresses
-and offset into them.
+A call is checked once per *signature*: a flat tuple of the adapter, the spec object,
+``seq_axis``, ``inverse``, ``seq_len`` and each array's `Arrays.geometry` (shape, strides,
+dtype, device). A repeated call builds that tuple, looks it up, and then only allocates
+the outputs, copies the cached launch words and writes this call's addresses and offset
+into the copy.
+
+Each launch gets words of its own, never a buffer shared between calls: the driver copies
+kernel arguments when a launch is made (CuPy hands it their address), so a shared buffer
+would be safe against the GPU, but not against a second thread writing its addresses into
+it between this thread's writes and its launch, nor for a launch kept after the call (the
+host emulation records them). The copy costs a fraction of a microsecond.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +40,7 @@ import numpy as np
 from rope_ref._positions import grid_axes
 from rope_ref._spec import RopeSpec
 
-from .cuda_arrays import Arrays, arrays_for, on_device
+from .cuda_arrays import Arrays, arrays_for
 from .cuda_plan import (
     ELEMENT_TYPES,
     PARAM_FIELDS,
@@ -60,7 +67,6 @@ def apply(
     x: Any,
     spec: object,
     positions: Any,
-    *,
     offset: object,
     seq_axis: object,
     inverse: object,
@@ -74,22 +80,9 @@ def apply(
     if arrays.kind == "jax":
         if out is not None or not arrays.usable(x):
             return None  # not on one GPU, or out= (JAX arrays are immutable)
-        return _through_cupy(
-            arrays, apply, x, spec, positions, offset=offset, seq_axis=seq_axis,
-            inverse=inverse, seq_len=seq_len, out=None,
-        )  # fmt: skip
-    descs = _describe(arrays, [x], [positions])
-    if descs is None:
-        return None
-    out_desc = None
-    if out is not None:
-        out_desc, x_desc = arrays.describe(out), descs[0]
-        if out_desc is None or x_desc is None or out_desc[1:4:2] != x_desc[1:4:2]:
-            return None  # not a CUDA array, or not of x's shape and dtype
-        if out_desc.ptr != x_desc.ptr and overlap(out_desc, x_desc):
-            return None  # a partial overlap: the general path says so
-    results = _run(arrays, [x, positions, out], descs, spec, offset, seq_axis, inverse, seq_len,
-                   [out_desc])  # fmt: skip
+        return _through_cupy(arrays, apply, x, spec, positions, offset, seq_axis, inverse,
+                             seq_len, None)  # fmt: skip
+    results = _call(arrays, (x,), (positions,), out, spec, offset, seq_axis, inverse, seq_len)
     return None if results is None else results[0]
 
 
@@ -99,7 +92,6 @@ def apply_qk(
     spec: object,
     positions: Any,
     k_positions: Any,
-    *,
     offset: object,
     seq_axis: object,
     inverse: object,
@@ -115,17 +107,14 @@ def apply_qk(
         if not (arrays.usable(q) and arrays.usable(k)):
             return None
         pair: tuple[Any, Any] | None = _through_cupy(
-            arrays, apply_qk, q, k, spec, positions, k_positions, offset=offset,
-            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+            arrays, apply_qk, q, k, spec, positions, k_positions, offset, seq_axis, inverse,
+            seq_len,
         )  # fmt: skip
         return pair
     if k_positions is None:
         k_positions = positions
-    descs = _describe(arrays, [q, k], [positions, k_positions])
-    if descs is None:
-        return None
-    results = _run(arrays, [q, k, positions, k_positions], descs, spec, offset, seq_axis,
-                   inverse, seq_len, [None, None])  # fmt: skip
+    results = _call(arrays, (q, k), (positions, k_positions), None, spec, offset, seq_axis,
+                    inverse, seq_len)  # fmt: skip
     return None if results is None else (results[0], results[1])
 
 
@@ -134,11 +123,11 @@ def clear() -> None:
     _prepared.clear()
 
 
-def _through_cupy(arrays: Arrays, function: Any, *args: Any, **kwargs: Any) -> Any:
+def _through_cupy(arrays: Arrays, function: Any, *args: Any) -> Any:
     """Run `function` on CuPy views of JAX arrays (DLPack), hand the results back to JAX."""
     kind = type(args[0])
     converted = [arrays.launchable(a) if type(a) is kind and arrays.usable(a) else a for a in args]
-    result = function(*converted, **kwargs)
+    result = function(*converted)
     if result is None:
         return None
     if isinstance(result, tuple):
@@ -146,67 +135,101 @@ def _through_cupy(arrays: Arrays, function: Any, *args: Any, **kwargs: Any) -> A
     return arrays.result(result)
 
 
-def _describe(arrays: Arrays, xs: list[Any], positions: list[Any]) -> list[Desc | None] | None:
-    """Descriptors of the xs, then of their positions (None: the default positions)."""
-    descs: list[Desc | None] = [arrays.describe(x) for x in xs]
-    previous: Any = None
-    for p in positions:
-        if p is None:
-            descs.append(None)
-        elif type(p) is not type(xs[0]):
-            return None  # host positions: the general path lays them out
-        elif p is previous:
-            descs.append(descs[-1])  # queries' and keys' positions: one array
-        else:
-            descs.append(arrays.describe(p))
-            if descs[-1] is None:
-                return None
-        previous = p
-    return None if None in descs[: len(xs)] else descs
-
-
-def _run(
+def _call(
     arrays: Arrays,
-    given: list[Any],
-    descs: list[Desc | None],
+    xs: tuple[Any, ...],
+    positions: tuple[Any, ...],
+    out: Any,
     spec: object,
     offset: object,
     seq_axis: object,
     inverse: object,
     seq_len: object,
-    out_descs: list[Desc | None],
 ) -> list[Any] | None:
-    """Look the call's signature up (checking it the first time), then run it.
+    """Read the call's signature and addresses, look the signature up, run the call.
 
-    `given` is the xs, then their positions and (for `apply`) out, None where not given.
+    `positions` holds one entry per x (None: the default positions); `out` is None or,
+    for one x, the output array. None: the general path takes the call.
     """
     if type(seq_axis) is not int or type(inverse) is not bool or type(seq_len) not in _SEQ_LENS:
         return None
-    n = len(out_descs)
-    signature = (
-        arrays, id(spec), seq_axis, inverse, seq_len, type(offset),
-        tuple([None if d is None else d[1:4] for d in descs]),  # shape, strides, dtype
-        tuple([None if d is None else (*d[1:4], d.ptr == x.ptr)  # type: ignore[union-attr]
-               for d, x in zip(out_descs, descs, strict=False)]),
-        tuple([None if a is None else arrays.device(a) for a in given]),
-    )  # fmt: skip
-    found = _prepared.get(signature)
+    geometry, address = arrays.geometry, arrays.address
+    signature: list[Hashable] = [len(xs), arrays, id(spec), seq_axis, inverse, seq_len]
+    ptrs: list[int] = []  # of the xs, then of their positions (gather kernel)
+    for x in xs:
+        x_geometry = geometry(x)
+        if x_geometry is None:
+            return None  # not in CUDA memory, or a tensor recording gradients
+        signature.append(x_geometry)
+        ptrs.append(address(x))
+    previous: Any = None
+    for p in positions:
+        if p is None:
+            signature.append(None)  # the default positions
+        elif p is previous:  # the keys' positions are the queries' (read once)
+            signature.append(_SAME)
+            ptrs.append(ptrs[-1])
+        else:
+            if type(p) is not type(xs[0]):
+                return None  # host positions: the general path lays them out
+            p_geometry = geometry(p)
+            if p_geometry is None:
+                return None
+            signature.append(p_geometry)
+            ptrs.append(address(p))
+            previous = p
+    out_ptr = 0
+    if out is not None:
+        out_geometry = geometry(out)
+        if not _fits(arrays, xs[0], out, out_geometry, x_geometry):  # one x: its geometry
+            return None
+        out_ptr = address(out)
+        signature += (out_geometry, out_ptr == ptrs[0])
+    key = tuple(signature)
+    found = _prepared.get(key)
     if found is None or found[0] is not spec:
-        devices = signature[-1]
-        prepared = _Prepared.check(descs, spec, seq_axis, inverse, seq_len, devices=devices)
-        if len(_prepared) >= MAX_SIGNATURES:
-            _prepared.clear()
-        _prepared[signature] = (spec, prepared)  # `spec` kept alive: its id stays its own
+        prepared = _prepare(key, arrays, xs, positions, spec, seq_axis, inverse, seq_len)
     else:
         prepared = found[1]
     if prepared is None:
         return None
-    outs = given[2 * n :] or [None] * n
-    return prepared.run(arrays, given[:n], descs, offset, outs, out_descs)
+    return prepared.run(arrays, xs, ptrs, out, out_ptr, offset)
+
+
+def _fits(arrays: Arrays, x: Any, out: Any, out_geometry: Any, x_geometry: Any) -> bool:
+    """Whether `out` is a CUDA array of x's shape and dtype, `x` itself or apart from it."""
+    if out_geometry is None or (out_geometry[0], out_geometry[2]) != (x_geometry[0], x_geometry[2]):
+        return False  # not in CUDA memory, or not of x's shape and dtype
+    out_desc, x_desc = arrays.describe(out), arrays.describe(x)
+    assert out_desc is not None
+    assert x_desc is not None
+    return out_desc.ptr == x_desc.ptr or not overlap(out_desc, x_desc)  # partial overlap
+
+
+def _prepare(
+    signature: tuple[Hashable, ...],
+    arrays: Arrays,
+    xs: tuple[Any, ...],
+    positions: tuple[Any, ...],
+    spec: object,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: object,
+) -> _Prepared | None:
+    """Check a new signature's call once and remember the outcome (None: the general path)."""
+    descs = [arrays.describe(a) for a in xs]
+    descs += [None if p is None else arrays.describe(p) for p in positions]
+    devices = {arrays.device(a) for a in (*xs, *positions) if a is not None}
+    prepared = _Prepared.check(descs, spec, seq_axis, inverse, seq_len, devices=devices)
+    if len(_prepared) >= MAX_SIGNATURES:
+        _prepared.clear()
+    _prepared[signature] = (spec, prepared)  # `spec` kept alive: its id stays its own
+    return prepared
 
 
 _SEQ_LENS = (type(None), int, float)
 _LIMIT = 2**53
+_SAME = "the same array"  # in a signature: the previous positions again
 
 
 class _Prepared:
@@ -219,17 +242,28 @@ class _Prepared:
         inverse: bool,
         axes: list[int],
         lengths: list[int],
+        x_descs: list[Desc],
         positions: list[Desc] | None,
         compute: str,
         device: int,
     ) -> None:
         self.spec, self.seq_len, self.inverse = spec, seq_len, inverse
-        self.axes, self.positions, self.compute, self.device = axes, positions, compute, device
+        self.axes, self.x_descs, self.positions = axes, x_descs, positions
+        self.compute, self.device = compute, device
+        self.gather = positions is not None
+        #: The words a call writes: x, out and positions of each x, then the offset (gather
+        #: kernel), or x, out, cos and sin of each x (table kernel: the rows move with it).
+        self.slots = [
+            at for i in range(len(lengths))
+            for at in ((*_ADDRESSES[i][:2], _POSITIONS[i]) if self.gather else _ADDRESSES[i])
+        ] + ([_OFFSET] if self.gather else [])  # fmt: skip
         self.row_bytes = spec.n_pairs * np.dtype(compute).itemsize
         #: Rows of the table cache the last x reads, from the offset; byte offset of each x's
         #: first row past the offset's (queries read the last q_len rows of the keys').
         self.rows = lengths[-1]
         self.table_rows = [(lengths[-1] - length) * self.row_bytes for length in lengths]
+        #: The table cache last used, with `device_tables.generation` when it was taken.
+        self.tables: tuple[int, DeviceTables | None] = (-1, None)
         #: The launch by whether every address is 16-byte aligned (the vector path), and
         #: the table cache whose addresses its words hold (the gather kernel's).
         self.launches: dict[bool, Launch | None] = {}
@@ -244,7 +278,7 @@ class _Prepared:
         inverse: bool,
         seq_len: object,
         *,
-        devices: tuple[int | None, ...],
+        devices: set[int],
     ) -> _Prepared | None:
         """Everything the kernel relies on, once per signature; None when unusual or invalid.
 
@@ -252,6 +286,8 @@ class _Prepared:
         """
         n = len(descs) // 2
         x_descs = [d for d in descs[:n] if d is not None]
+        if len(x_descs) != n or len(devices) != 1:
+            return None
         head_dim = x_descs[0].shape[-1] if x_descs[0].shape else None
         resolved = _kernel_spec(spec, head_dim, seq_len)
         if resolved is None or x_descs[0].dtype not in ELEMENT_TYPES:
@@ -260,8 +296,6 @@ class _Prepared:
                for d in x_descs):  # fmt: skip
             return None
         axes = [_seq_axis(seq_axis, len(d.shape)) for d in x_descs]
-        if len({d for d in devices if d is not None}) != 1:
-            return None
         valid_axes = [a for a in axes if a is not None]
         if len(valid_axes) != n:
             return None
@@ -278,97 +312,113 @@ class _Prepared:
                     return None
                 laid.append(done)
         compute = "float64" if x_descs[0].dtype == "float64" else "float32"
-        device = next(d for d in devices if d is not None)
-        return cls(resolved, _float(seq_len), inverse, valid_axes, lengths, laid, compute, device)
+        (device,) = devices
+        return cls(resolved, _float(seq_len), inverse, valid_axes, lengths, x_descs, laid,
+                   compute, device)  # fmt: skip
 
     def run(
-        self,
-        arrays: Arrays,
-        xs: list[Any],
-        descs: list[Desc | None],
+        self, arrays: Arrays, xs: Sequence[Any], ptrs: list[int], out: Any, out_ptr: int,
         offset: object,
-        outs: list[Any],
-        out_descs: list[Desc | None],
-    ) -> list[Any] | None:
-        """Allocate outputs, write this call's addresses into the launch words, launch."""
+    ) -> list[Any] | None:  # fmt: skip
+        """Allocate outputs, write this call's addresses into the launch words, launch.
+
+        `ptrs` holds the addresses of the xs, then of their positions (gather kernel).
+        """
+        if not arrays.is_current(self.device):
+            with arrays.xp.cuda.Device(self.device):
+                return self._run(arrays, xs, ptrs, out, out_ptr, offset)
+        return self._run(arrays, xs, ptrs, out, out_ptr, offset)
+
+    def _run(
+        self, arrays: Arrays, xs: Sequence[Any], ptrs: list[int], out: Any, out_ptr: int,
+        offset: object,
+    ) -> list[Any] | None:  # fmt: skip
+        """`run`, with the arrays' device current."""
         shift = offset if type(offset) is int and -_LIMIT < offset < _LIMIT else _integer(offset)
-        if shift is None:
+        if shift is None or (shift < 0 and not self.gather):
             return None
-        n, gather = len(xs), self.positions is not None
+        n, gather = len(xs), self.gather
         needed = 0 if gather else shift + self.rows
-        if not gather and shift < 0:
-            return None
-        with on_device(arrays, self.device):
-            stream = arrays.stream(xs[0])
-            tables = device_tables.get(self.spec, self.seq_len, self.compute, arrays, xs[0],
-                                       rows=needed, stream=stream)  # fmt: skip
+        stream = arrays.stream(xs[0])
+        generation, tables = self.tables
+        if tables is None or generation != device_tables.generation or tables.capacity < needed:
+            tables = self._table_cache(arrays, xs[0], needed, stream)
             if tables.capacity < needed:
                 return None  # rows past the largest cache: host-built tables instead
-            if outs[0] is None:
-                outs = [arrays.empty(x, x.shape) for x in xs]
-                out_descs = [arrays.describe(o) for o in outs]
-            # x, out, cos, sin of each tensor, in the order of the words they go to
-            ptrs: list[int] = []
-            at = shift * self.row_bytes
+        if out is None:
+            outs, out_ptrs = [], []
+            for x in xs:
+                outs.append(arrays.empty(x, x.shape))
+                out_ptrs.append(arrays.address(outs[-1]))
+        else:
+            outs, out_ptrs = [out], [out_ptr]
+        # this call's words, in the order of `self.slots`, and whether all its addresses
+        # (x, out and the tables they read) are aligned for the vector path
+        values: list[int] = []
+        if gather:  # the cache's own addresses, which the template's words hold
+            mask = tables.cos_ptr | tables.sin_ptr
             for i in range(n):
-                cos, sin = tables.cos_ptr, tables.sin_ptr
-                if not gather:
-                    cos, sin = cos + at + self.table_rows[i], sin + at + self.table_rows[i]
-                ptrs += (descs[i].ptr, out_descs[i].ptr, cos, sin)  # type: ignore[union-attr]
+                values += (ptrs[i], out_ptrs[i], ptrs[n + i])
+                mask |= ptrs[i] | out_ptrs[i]
+            values.append(shift)
+        else:  # the rows from the offset
             mask = 0
-            for p in ptrs:
-                mask |= p
-            aligned = not mask % VECTOR_BYTES
-            if aligned in self.launches:
-                template = self.launches[aligned]
-                if template is not None and gather and self.tables_in[aligned] is not tables:
-                    template = self._with_tables(aligned, template, tables, n)
-            else:
-                template = self._plan(aligned, descs, out_descs, ptrs, tables, shift)
-            if template is None:
-                return None  # the layout needs copies: the general path makes them
-            words = template.params.copy()
             for i in range(n):
-                x_at, out_at, cos_at, sin_at = _ADDRESSES[i]
-                words[x_at], words[out_at] = ptrs[4 * i], ptrs[4 * i + 1]
-                if not gather:  # the rows move with the offset
-                    words[cos_at], words[sin_at] = ptrs[4 * i + 2], ptrs[4 * i + 3]
-            if gather:  # the cache's words are in the template already
-                for i in range(n):
-                    words[_POSITIONS[i]] = descs[n + i].ptr  # type: ignore[union-attr]
-                words[_OFFSET] = shift
-            launch = Launch(*template[:6], words)
-            if launch.grid > 0:
-                arrays.launch(launch, stream)
-        return [arrays.result(o) for o in outs]
+                row = shift * self.row_bytes + self.table_rows[i]
+                cos, sin = tables.cos_ptr + row, tables.sin_ptr + row
+                values += (ptrs[i], out_ptrs[i], cos, sin)
+                mask |= ptrs[i] | out_ptrs[i] | cos | sin
+        aligned = not mask % VECTOR_BYTES
+        template = self.launches.get(aligned, _UNPLANNED)
+        if template is _UNPLANNED:
+            template = self._plan(arrays, aligned, ptrs, outs, tables, shift)
+        elif template is not None and gather and self.tables_in[aligned] is not tables:
+            template = self._with_tables(aligned, template, tables, n)
+        if template is None:
+            return None  # the layout needs copies: the general path makes them
+        words = template.params.copy()
+        for slot, value in zip(self.slots, values, strict=True):
+            words[slot] = value
+        if template.grid > 0:
+            arrays.launch(_new_launch(Launch, (*template[:6], words)), stream)
+        return outs
+
+    def _table_cache(self, arrays: Arrays, like: Any, rows: int, stream: Any) -> DeviceTables:
+        """The device table cache (with `rows` rows if it can), kept for the next call."""
+        generation = device_tables.generation  # read first: a change meanwhile is seen next time
+        tables = device_tables.get(self.spec, self.seq_len, self.compute, arrays, like,
+                                   rows=rows, stream=stream)  # fmt: skip
+        self.tables = (generation, tables)
+        return tables
 
     def _plan(
         self,
+        arrays: Arrays,
         aligned: bool,
-        descs: list[Desc | None],
-        out_descs: list[Desc | None],
         ptrs: list[int],
+        outs: list[Any],
         tables: DeviceTables,
         shift: int,
     ) -> Launch | None:
         """The launch of this geometry and alignment (planned once; None: needs copies)."""
-        n = len(out_descs)
+        n = len(outs)
         gather = None
         jobs: list[Job] = []
-        for i, (x, out) in enumerate(zip(descs[:n], out_descs, strict=True)):
-            assert x is not None
+        for i, stored in enumerate(self.x_descs):
+            x = Desc(ptrs[i], *stored[1:])
+            out = arrays.describe(outs[i])
             assert out is not None
             if self.positions is not None:
-                p, at = self.positions[i], descs[n + i]
-                assert at is not None
-                jobs.append((x, Desc(at.ptr, p.shape, p.strides, p.dtype, p.itemsize), out))
+                p = self.positions[i]
+                jobs.append((x, Desc(ptrs[n + i], *p[1:]), out))
                 continue
             item = self.row_bytes // self.spec.n_pairs
             shape = [1] * (len(x.shape) - 1) + [self.spec.n_pairs]
             strides = [0] * (len(x.shape) - 1) + [item]
             shape[self.axes[i]], strides[self.axes[i]] = x.shape[self.axes[i]], self.row_bytes
-            cos = Desc(ptrs[4 * i + 2], tuple(shape), tuple(strides), self.compute, item)
-            jobs.append((x, (cos, Desc(ptrs[4 * i + 3], *cos[1:])), out))
+            at = shift * self.row_bytes + self.table_rows[i]  # this x's rows from the offset
+            cos = Desc(tables.cos_ptr + at, tuple(shape), tuple(strides), self.compute, item)
+            jobs.append((x, (cos, Desc(tables.sin_ptr + at, *cos[1:])), out))
         if self.positions is not None:
             gather = Gather(
                 cos=tables.cos_ptr, sin=tables.sin_ptr, n_pairs=self.spec.n_pairs,
@@ -396,6 +446,8 @@ class _Prepared:
         return template
 
 
+_UNPLANNED: Any = object()
+_new_launch = tuple.__new__  # what Launch(...) does, without its Python-level __new__
 _INDEX = {name: i for i, name in enumerate(PARAM_FIELDS)}
 _ADDRESSES = tuple(tuple(_INDEX[f"t{i}.{name}"] for name in ("x", "out", "cos", "sin"))
                    for i in range(2))  # fmt: skip

@@ -87,6 +87,9 @@ class TableCache:
         self._retired: list[DeviceTables] = []
         self._lock = threading.Lock()
         self._last: tuple[Any, ...] = (None,)
+        #: Changes whenever a cache is built, replaced, retired or forgotten: a caller that
+        #: keeps a `DeviceTables` may use it again while this is unchanged.
+        self.generation = 0
 
     def get(
         self,
@@ -132,6 +135,7 @@ class TableCache:
                 found = self._entries[key] = _build(spec, seq_len, dtype, arrays, like, capacity)
                 while len(self._entries) > MAX_ENTRIES:
                     self._retired.append(self._entries.popitem(last=False)[1])
+                self.generation += 1
             self._entries.move_to_end(key)
             self._last = (spec, seq_len, dtype, arrays.kind, device, found)
             return found
@@ -142,6 +146,7 @@ class TableCache:
             self._entries.clear()
             self._retired.clear()
             self._last = (None,)
+            self.generation += 1
 
     def __len__(self) -> int:
         with self._lock:

@@ -25,7 +25,7 @@ from rope_ref._compat import (
 )
 from rope_ref._dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._fast_path import numpy_kernel_call
-from rope_ref._foreign import accepts_foreign_arrays, is_mlx_array, on_host
+from rope_ref._foreign import is_mlx_array, on_host
 from rope_ref._frequencies import check_seq_len, max_plus_one, move_tables, tables
 from rope_ref._positions import (
     as_positions,
@@ -158,10 +158,7 @@ def apply_rope(
             if result is not None:
                 return result
     if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
-        result = _cuda_call().apply(
-            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-            seq_len=seq_len, out=out,
-        )  # fmt: skip
+        result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
         if result is not None:
             return result
     if is_mlx_array(x):  # checked here, not by a decorator: the fast paths above stay short
@@ -209,7 +206,6 @@ def apply_rope(
     )
 
 
-@accepts_foreign_arrays
 def apply_rope_qk(
     q: Array,
     k: Array,
@@ -262,11 +258,15 @@ def apply_rope_qk(
     """
     if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
         result = _cuda_call().apply_qk(
-            q, k, spec, positions, k_positions, offset=offset, seq_axis=seq_axis,
-            inverse=inverse, seq_len=seq_len,
-        )  # fmt: skip
+            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+        )
         if result is not None:
             return result  # type: ignore[no-any-return]
+    if is_mlx_array(q):  # checked here, not by a decorator: the CUDA path above stays short
+        return on_host(  # type: ignore[no-any-return]
+            apply_rope_qk, q, k, spec, positions, k_positions=k_positions, offset=offset,
+            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+        )  # fmt: skip
     xp = _check_x(q, "q")
     if _check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."

@@ -81,6 +81,22 @@ def test_every_framework_through_the_kernel(
 
 
 @pytest.mark.parametrize("name", ["cupy", "torch"])
+@pytest.mark.parametrize("name", ["cupy", "torch"])
+def test_what_a_repeated_call_reads_agrees_with_the_descriptor(np_rng, name):
+    """`Arrays.geometry` and `Arrays.address` (read per call) against `Arrays.describe`
+    (read once per signature) and the framework's own address and device."""
+    x = to_device(random_x(np_rng, (3, 5, 4, 16), DTYPES["float16"]), name)
+    adapter = arrays_module.arrays_for(x)
+    views = [x, x[1:], x[:, ::2], x[..., 8:]]
+    for v in views:
+        own = (v.data.ptr, v.device.id) if name == "cupy" else (v.data_ptr(), v.get_device())
+        assert (adapter.address(v), adapter.device(v)) == own
+        assert adapter.describe(v).ptr == own[0]
+    same = x.copy() if name == "cupy" else x.clone()
+    assert adapter.geometry(same) == adapter.geometry(x)
+    assert len({adapter.geometry(v) for v in views}) == len(views)
+
+
 def test_general_path_takes_any_cuda_array(launches, np_rng, name):
     """xPos (not on the short road): tables built on the device, then the same kernel."""
     x = random_x(np_rng, (2, 6, 4, 64), DTYPES["bfloat16"])

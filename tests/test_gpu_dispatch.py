@@ -11,6 +11,10 @@ bit for bit against the same kernel given tables built on the host. Needs nvcc, 
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -287,6 +291,49 @@ def test_host_known_offsets_grow_the_cache_device_positions_do_not(device, harne
     assert_error_model(y, x, spec, positions)
 
 
+def test_repeated_calls_keep_the_table_cache_until_it_changes(device, harness, np_rng, monkeypatch):
+    """A repeated call asks the cache nothing; a cache built, grown or forgotten since is
+    asked for again, and the call reads the cache it gets."""
+    cache = tables_module.device_tables
+    asked = []
+    real_get = cache.get
+
+    def counting_get(*args, **kwargs):
+        asked.append(1)
+        return real_get(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "get", counting_get)
+    spec = rr.RopeSpec(head_dim=32, base=500000.0)
+    x = random_x(np_rng, (3, 1, 4, 32), DTYPES["float32"])
+    positions = np_rng.integers(0, 9000, size=(3, 1, 1))
+
+    def calls(*offsets):  # the gather kernel and the table kernel at each offset
+        for offset in offsets:
+            for p in (positions, None):
+                y = rr.apply_rope(x, spec, p, seq_axis=-3, offset=offset, backend="cupy")
+                assert_error_model(y, x, spec, along([offset], 4, 1) if p is None else p + offset)
+
+    calls(0, 0)  # the cache is built, then each call takes it as it now is
+    asked.clear()
+    calls(5, 0, 17)
+    assert asked == []
+    rr.apply_rope(x, rr.RopeSpec(head_dim=32), seq_axis=-3, backend="cupy")  # another cache
+    calls(3, 4)
+    assert len(asked) == 3  # that call's, then once by each kind of call: the same cache
+    cache.clear()  # the tables are forgotten: a graph captured before must not be replayed
+    for p, kernel in ((positions, "rope_gather_kernel"), (None, "rope_kernel")):
+        y = rr.apply_rope(x, spec, p, seq_axis=-3, backend="cupy")
+        (fresh,) = cache._entries.values()
+        fields = harness.launches[-1].fields
+        assert (harness.launches[-1].kernel, fields["t0.cos"]) == (kernel, fresh.cos_ptr)
+        assert_error_model(y, x, spec, along([0], 4, 1) if p is None else positions)
+    rr.apply_rope(x, spec, seq_axis=-3, offset=2 * CAPACITY, backend="cupy")  # grows it
+    (grown,) = cache._entries.values()
+    y = rr.apply_rope(x, spec, positions, seq_axis=-3, backend="cupy")
+    assert harness.launches[-1].fields["capacity"] == grown.capacity == 4 * CAPACITY
+    assert_error_model(y, x, spec, positions)
+
+
 # ---- what a CUDA graph capture needs ----------------------------------------------------------
 
 
@@ -417,3 +464,194 @@ def test_random_calls_match_the_reference(harness, data):
         y = rr.apply_rope(x, spec, positions, seq_axis=seq_axis, offset=offset, inverse=inverse,
                           backend="cupy")  # fmt: skip
     assert_error_model(y, x, spec, grid, inverse=inverse)
+
+
+# ---- stand-ins that carry their address, threads, the CuPy adapter ------------------------
+
+
+def test_device_stand_ins_carry_their_address(np_rng):
+    base = random_x(np_rng, (4, 3, 2, 16), DTYPES["bfloat16"])
+    a = base.view(arrays_module.DeviceStandIn)
+    views = [a, a[1:], a[:, ::-1], a[..., 3:], a.reshape(12, 32), a.T]
+    for v in views:
+        assert type(v) is arrays_module.DeviceStandIn
+        assert v.ptr == v.__array_interface__["data"][0]  # NumPy's own account
+    host = arrays_module.HostStandIn(launch=list)
+    for v in views:  # both ways of reading a stand-in give one description
+        assert host.describe(v) == plan_module.describe_numpy(v)
+        assert host.address(v) == host.address(np.asarray(v)) == v.ptr
+    out = host.empty(a, a.shape)
+    assert type(out) is arrays_module.DeviceStandIn
+    assert (out.shape, out.dtype, out.flags.c_contiguous) == (a.shape, a.dtype, True)
+    assert out.ptr == out.__array_interface__["data"][0]
+    assert type(host.empty(base, base.shape)) is np.ndarray
+    grown = arrays_module.DeviceStandIn((4,), np.float32)
+    grown.resize((1 << 20,), refcheck=False)  # the memory moves
+    assert grown.ptr == grown.__array_interface__["data"][0]
+    assert host.geometry(a) == host.geometry(a.copy()) != host.geometry(a[:, ::-1])
+
+
+def address(a):
+    """NumPy's own account of an array's address."""
+    return a.__array_interface__["data"][0]
+
+
+def test_device_stand_ins_take_the_gpu_path_as_plain_stand_ins_do(harness, np_rng):
+    q = random_x(np_rng, (32, 1, 32, 128), DTYPES["bfloat16"])
+    k = random_x(np_rng, (32, 1, 8, 128), DTYPES["bfloat16"])
+    positions = np_rng.integers(0, 9000, size=(32, 1, 1)).astype(np.int32)
+    spec = rr.RopeSpec(head_dim=128, base=500000.0)
+    results = {}
+    for kind in (np.ndarray, arrays_module.DeviceStandIn):
+        call_module.clear()
+        with arrays_module.stand_in(emulation.guarded_host(harness.launch), kind):
+            q_in, k_in, p_in = (a.view(kind) for a in (q, k, positions))
+            q2, k2 = rr.apply_rope_qk(q_in, k_in, spec, p_in, seq_axis=-3, backend="cupy")
+        assert (type(q2), type(k2)) == (kind, kind)
+        fields = harness.launches[-1].fields
+        words = ("t0.x", "t0.out", "t1.x", "t1.out", "positions0", "positions1")
+        assert [fields[w] for w in words] == [address(a) for a in (q_in, q2, k_in, k2, p_in, p_in)]
+        results[kind] = (q2, k2)
+    for plain, carried in zip(*results.values(), strict=True):
+        np.testing.assert_array_equal(bits(plain), bits(np.asarray(carried)))
+    assert_error_model(np.asarray(q2), q, spec, positions)
+    assert_error_model(np.asarray(k2), k, spec, positions)
+
+
+def test_every_launch_keeps_its_own_words_across_threads(np_rng):
+    """Threads calling one signature at once: each recorded launch holds its own call's
+    addresses and offset, also after the other threads' calls (nothing is shared)."""
+    threads, calls = 6, 40
+    spec = rr.RopeSpec(head_dim=64)
+    row_bytes = 32 * 4  # float32 tables of 32 pairs
+    seen: dict[int, list] = {t: [] for t in range(threads)}
+    local = threading.local()
+
+    def record(launch):
+        seen[local.index].append(launch)
+
+    inputs = [
+        [(random_x(np_rng, (4, 1, 8, 64), DTYPES["float16"]),
+          random_x(np_rng, (4, 1, 2, 64), DTYPES["float16"]),
+          np_rng.integers(0, 9000, size=(4, 1, 1))) for _ in range(3)]
+        for _ in range(threads)
+    ]  # fmt: skip
+    expected: dict[int, list] = {t: [] for t in range(threads)}
+    barrier = threading.Barrier(threads)
+
+    def worker(index):
+        local.index = index
+        barrier.wait()
+        for step in range(calls):
+            q, k, positions = inputs[index][step % 3]
+            gather = step % 2 == 0
+            q2, k2 = rr.apply_rope_qk(q, k, spec, positions if gather else None, seq_axis=-3,
+                                      offset=index * 100 + step, backend="cupy")  # fmt: skip
+            words = {"t0.x": address(q), "t0.out": address(q2), "t1.x": address(k),
+                     "t1.out": address(k2)}  # fmt: skip
+            if gather:
+                words |= {"positions0": address(positions), "positions1": address(positions),
+                          "position_offset": index * 100 + step}  # fmt: skip
+            expected[index].append((words, None if gather else index * 100 + step))
+
+    call_module.clear()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        with arrays_module.stand_in(arrays_module.HostStandIn(launch=record)):
+            pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+        call_module.clear()
+    cache_rows = set()  # the table kernel's words: the cache's rows from each call's offset
+    for index in range(threads):
+        assert len(seen[index]) == calls
+        for launch, (words, offset) in zip(seen[index], expected[index], strict=True):
+            fields = launch.fields
+            assert {name: fields[name] for name in words} == words
+            if offset is not None:
+                cache_rows |= {fields[t] - offset * row_bytes for t in ("t0.cos", "t1.cos")}
+    assert len(cache_rows) == 1
+
+
+def test_a_call_on_another_device_runs_with_that_device_current(np_rng):
+    """Arrays on device 1 while device 0 is current: the launch is made inside a block that
+    makes device 1 current, and device 0 is current again after the call."""
+    current = [0]
+    launched_on = []
+
+    class Device:
+        def __init__(self, device):
+            self.device = device
+
+        def __enter__(self):
+            self.before, current[0] = current[0], self.device
+
+        def __exit__(self, *exc):
+            current[0] = self.before
+
+    class SecondDevice(arrays_module.HostStandIn):  # type: ignore[misc, name-defined]
+        def device(self, a):
+            return 1
+
+        def is_current(self, device):
+            return current[0] == device
+
+    host = SecondDevice(launch=lambda launch: launched_on.append(current[0]))
+    host.xp = SimpleNamespace(cuda=SimpleNamespace(Device=Device))
+    x = random_x(np_rng, (2, 3, 4, 16), DTYPES["float32"])
+    call_module.clear()
+    with arrays_module.stand_in(host):
+        for positions in (None, np.arange(3).reshape(1, 3, 1)):
+            rr.apply_rope(x, rr.RopeSpec(head_dim=16), positions, seq_axis=-3, backend="cupy")
+    call_module.clear()
+    assert launched_on == [1, 1]
+    assert current == [0]
+
+
+def test_cupy_adapter_launches_the_planned_variant_with_one_struct(monkeypatch):
+    """The CuPy adapter, given a stand-in for CuPy: the variant each plan names, compiled
+    once per kernel and looked up once per variant, the words passed as one struct."""
+    compiled, looked_up, calls = [], [], []
+
+    class RawModule:
+        def __init__(self, code, name_expressions):
+            assert "#include" not in code
+            compiled.append(name_expressions)
+
+        def get_function(self, name):
+            looked_up.append(name)
+            return SimpleNamespace(kernel=lambda *args, **kw: calls.append((name, args, kw)))
+
+    cupy: Any = ModuleType("cupy_stand_in")  # hashable, as the module CuPy is
+    cupy.RawModule = RawModule
+    cupy.cuda = SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setattr(arrays_module, "_FUNCTIONS", {})
+    adapter = object.__new__(arrays_module.Arrays)
+    adapter.xp = cupy
+    d = plan_module.describe_numpy
+    x = np.zeros((2, 3, 4, 64), np.float16)
+    cos = np.zeros((1, 3, 1, 16), np.float32)
+    plans = [
+        plan_module.plan([(d(v), (d(cos), d(cos)), d(v))], layout=layout, rotary_start=0,
+                         inverse=inverse)
+        for v in (x[..., :32], x[..., ::2])  # the vector path where aligned; a feature stride
+        for layout in ("half", "interleaved")
+        for inverse in (False, True)  # a launch parameter, not a variant
+    ]  # fmt: skip
+    for launch in plans + plans:
+        adapter.launch(launch, stream="the stream")
+    names = list(dict.fromkeys(launch.name for launch in plans))
+    assert len(names) >= 2  # the layouts
+    assert compiled == [plan_module.KERNEL_NAMES["rope_kernel"]]  # one compile
+    assert looked_up == names  # once per variant, in the order first launched
+    for launch, (name, (grid, block, args), kw) in zip(plans + plans, calls, strict=True):
+        assert name == launch.name
+        assert (grid, block, kw) == ((launch.grid,), (launch.block,), {"stream": "the stream"})
+        (struct,) = args  # CuPy passes a NumPy array of one element by value
+        assert struct.size == 1
+        assert struct.tobytes() == launch.params.tobytes()
