@@ -2,28 +2,24 @@
 
 MLX arrays announce ``__array_namespace__`` but ``mlx.core`` is not an array-API namespace
 (no ``device`` attribute, no ``isdtype``), and NumPy cannot read their bfloat16 buffers.
-`accepts_foreign_arrays` lets `rope_ref.apply_rope` take them: the inputs are read on the
-host (bfloat16 as float64, exactly), the oracle runs in NumPy, and the result comes back
-as an MLX array of the input's dtype, rounded once (bfloat16 results are rounded from
+`on_host` lets `rope_ref.apply_rope` and `apply_rope_qk` take them: the inputs are read on
+the host (bfloat16 as float64, exactly), the oracle runs in NumPy, and the result comes
+back as an MLX array of the input's dtype, rounded once (bfloat16 results are rounded from
 float64 onto the bfloat16 grid, then cast, which keeps them).
 `host_array` reads one for the testing kit.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
 
 from rope_ref._compat import host_namespace
 from rope_ref._rounding import to_grid
 
-__all__ = ["accepts_foreign_arrays", "host_array", "is_mlx_array", "on_host"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
+__all__ = ["host_array", "is_mlx_array", "on_host"]
 
 
 def is_mlx_array(obj: object) -> bool:
@@ -62,27 +58,11 @@ def _to_mlx(result: Any, like: Any) -> Any:
     return mx.array(values).astype(like.dtype)
 
 
-def accepts_foreign_arrays(fn: Callable[P, R]) -> Callable[P, R]:
-    """Let `fn` (whose array arguments come first) take MLX arrays: in NumPy, out as MLX.
-
-    Positional MLX arguments (x, and q/k or positions) are read on the host; ``out=`` has
-    no MLX form (MLX arrays are immutable) and raises TypeError. Other inputs pass through.
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not args or not is_mlx_array(args[0]):
-            return fn(*args, **kwargs)
-        return on_host(fn, *args, **kwargs)  # type: ignore[no-any-return]
-
-    return wrapper
-
-
 def on_host(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with its MLX arguments read on the host, the result as MLX.
 
-    For functions that check ``is_mlx_array(x)`` themselves (to keep a fast path free of
-    the wrapper's cost) rather than take the `accepts_foreign_arrays` decorator.
+    `rope_ref.apply_rope` and `apply_rope_qk` call it when ``is_mlx_array(x)``, after their
+    fast paths (which take NumPy and CUDA arrays alone), so those pay nothing for it.
     """
     if kwargs.get("out") is not None:
         msg = "`out` must be None for MLX arrays (they are immutable); got an array."
