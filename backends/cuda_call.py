@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._positions import grid_axes
-from rope_ref._spec import RopeSpec
+from rope_ref._core.positions import grid_axes
+from rope_ref._core.spec import RopeSpec
 
 from .cuda_arrays import Arrays, arrays_for
 from .cuda_plan import (
@@ -499,7 +499,7 @@ def _integer(offset: object) -> int | None:
 
 
 def _lay_out(p: Desc, lead: tuple[int, ...], seq_axis: int) -> Desc | None:
-    """Positions laid against x's leading axes by `rope_ref._positions.grid_axes`' rule.
+    """Positions laid against x's leading axes by `rope_ref._core.positions.grid_axes`' rule.
 
     None when the grid does not fit (the general path raises the documented error).
     """

@@ -1,7 +1,7 @@
 """Cos/sin tables resident on the device, one cache per (spec, seq_len, dtype, device).
 
 Row ``r`` of a cache holds the tables of integer position ``r``, built on the host by the
-same float64 construction as every other table (`rope_ref._frequencies.tables`), rounded
+same float64 construction as every other table (`rope_ref._core.frequencies.tables`), rounded
 once to the kernel's compute dtype and copied to the device once. A call whose positions
 are ``offset + arange(S)`` reads rows ``offset .. offset + S - 1`` in place (no launch, no
 copy); the gather kernel reads the row of each position it is given, and computes in float64
@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rope_ref._compat import host_namespace
-from rope_ref._frequencies import attention_factor, inv_freq, tables
-from rope_ref._spec import RopeSpec
+from rope_ref._core.compat import host_namespace
+from rope_ref._core.frequencies import attention_factor, inv_freq, tables
+from rope_ref._core.spec import RopeSpec
 from rope_ref.scaling import Linear, Llama3, NTKAware, Proportional, YaRN
 
 from .cuda_arrays import Arrays

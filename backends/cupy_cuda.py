@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._compat import records_grad
+from rope_ref._core.compat import records_grad
 
 from .cuda_arrays import Arrays, arrays_for, kernel_source, on_device
 from .cuda_plan import (

@@ -3,7 +3,7 @@
 Reached through ``rope_ref.apply_rope(x, spec, backend="numba")`` (or ``"auto"``), which
 builds the float64 cos/sin tables, casts them to the compute dtype (float32 for float16 and
 float32 input, float64 for float64) and calls `rotate`, or, for offset calls, the `Launch`
-that `prepare` planned once for the call's geometry (``rope_ref._fast_path``).
+that `prepare` planned once for the call's geometry (``rope_ref._engine.fast_path``).
 
 Design
 ------
@@ -38,7 +38,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from rope_ref._typing import Array
+from rope_ref._core.aliases import Array
 
 __all__ = ["rotate"]
 

@@ -11,22 +11,22 @@ use (``rr.scaling.YaRN``), so ``import rope_ref`` stays light.
 import importlib
 import types
 
-from rope_ref._api import apply_rope, apply_rope_qk
-from rope_ref._dispatch import available_backends
-from rope_ref._frequencies import (
+from rope_ref._core.frequencies import (
     attention_factor,
     inv_freq,
     pair_axes,
     rope_angles,
     rope_cos_sin,
 )
-from rope_ref._layout import convert_layout, feature_order, permute_weights
-from rope_ref._matrix import rotation_matrix
-from rope_ref._multiaxis import axial_freqs, mrope_positions, patch_positions
-from rope_ref._rerotate import rerotate
-from rope_ref._sinusoidal import sinusoidal_embedding
-from rope_ref._spec import RopeSpec, ScalingRule, XPosRule
-from rope_ref._xpos import XPos
+from rope_ref._core.matrix import rotation_matrix
+from rope_ref._core.multiaxis import axial_freqs, mrope_positions, patch_positions
+from rope_ref._core.sinusoidal import sinusoidal_embedding
+from rope_ref._core.spec import RopeSpec, ScalingRule, XPosRule
+from rope_ref._core.xpos import XPos
+from rope_ref._engine.api import apply_rope, apply_rope_qk
+from rope_ref._engine.dispatch import available_backends
+from rope_ref._engine.layout import convert_layout, feature_order, permute_weights
+from rope_ref._engine.rerotate import rerotate
 
 __version__ = "0.1.0.dev0"
 

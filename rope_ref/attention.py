@@ -18,11 +18,11 @@ import math
 from collections.abc import Callable
 from typing import Literal, TypeAlias
 
-from rope_ref._api import apply_rope_qk
-from rope_ref._compat import array_namespace, compute_dtype, device
-from rope_ref._spec import RopeSpec, check_spec
-from rope_ref._typing import Array, ArrayNamespace
-from rope_ref._validation import check_choice
+from rope_ref._core.aliases import Array, ArrayNamespace
+from rope_ref._core.compat import array_namespace, compute_dtype, device
+from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_choice
+from rope_ref._engine.api import apply_rope_qk
 
 __all__ = ["linear_attention", "softmax_attention"]
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from rope_ref._compat import to_numpy
+from rope_ref._core.compat import to_numpy
 
 
 def host(a) -> np.ndarray:

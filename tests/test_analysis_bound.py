@@ -93,7 +93,7 @@ def test_long_context_is_fast_and_right():
 
 @pytest.mark.parametrize("t", [3.0, 11.5, 18.0])
 def test_the_matrix_product_sums_equal_direct_evaluation(t):
-    from rope_ref._analysis_bound import _Sums
+    from rope_ref.analysis._bound import _Sums
 
     dim, length = 128, 2**20
     sums = _Sums(dim, length)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._cli import main
+from rope_ref.cli import main
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -122,8 +122,8 @@ def test_bench_decode_interleaved_reports_each_number_of_sequences(capsys):
 
 def test_sequences_in_turn_rotate_at_their_own_positions():
     """The decode-interleaved runner rotates call k as token k // n of sequence k % n."""
-    from rope_ref._bench_impls import SEQUENCE_SPACING, _in_turn
-    from rope_ref._fast_path import BLOCK
+    from rope_ref._engine.fast_path import BLOCK
+    from rope_ref.cli.bench.cpu import SEQUENCE_SPACING, _in_turn
 
     x = np.random.default_rng(0).standard_normal((1, 1, 2, 8)).astype(np.float32)
     spec = rr.RopeSpec(8)
@@ -156,7 +156,7 @@ def test_gpu_host_preset_times_the_gpu_path_without_a_gpu(capsys):
 
 
 def test_gqa_cases_count_the_bytes_of_both_tensors():
-    from rope_ref._bench import Case
+    from rope_ref.cli.bench.harness import Case
 
     case = Case((4, 4096, 32, 128), "bfloat16", "gpu", qk=True, k_heads=8)
     q_bytes, k_bytes = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
@@ -166,17 +166,17 @@ def test_gqa_cases_count_the_bytes_of_both_tensors():
 
 def test_every_row_gets_enough_rounds_for_quartiles(capsys, monkeypatch):
     """Rows slower than SLOW_CALL_S stop after SLOW_ROUNDS rounds, never before."""
-    from rope_ref import _bench
+    from rope_ref.cli.bench import harness
 
-    monkeypatch.setattr(_bench, "SLOW_CALL_S", 0.0)  # every row counts as slow
+    monkeypatch.setattr(harness, "SLOW_CALL_S", 0.0)  # every row counts as slow
     report = run_json(capsys, "--shape", "1,4,2,8", "--rounds", "9", "--only", "reference")
-    assert {r["samples"] for r in report["results"]} == {_bench.SLOW_ROUNDS}
-    assert _bench.SLOW_ROUNDS >= 5
+    assert {r["samples"] for r in report["results"]} == {harness.SLOW_ROUNDS}
+    assert harness.SLOW_ROUNDS >= 5
 
 
 def test_table_marks_unsteady_rows_and_explains_the_mark():
-    from rope_ref._bench import Case, Result
-    from rope_ref._bench_cli import format_table
+    from rope_ref.cli.bench import format_table
+    from rope_ref.cli.bench.harness import Case, Result
 
     case = Case((1, 4, 2, 8), "float32")
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref._compat import array_namespace
-from rope_ref._rounding import round_once, to_grid
+from rope_ref._core.compat import array_namespace
+from rope_ref._core.rounding import round_once, to_grid
 from tests._helpers import FORMATS, exact_round
 from tests.cuda_host.cases import DTYPES
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rope_ref._cli import main
+from rope_ref.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = "tests.check_targets"
@@ -211,7 +211,7 @@ def test_console_script_in_a_subprocess():
         [
             sys.executable,
             "-m",
-            "rope_ref._cli",
+            "rope_ref.cli",
             "check",
             f"{TARGETS}:off_by_one",
             "--convention",

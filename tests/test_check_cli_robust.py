@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rope_ref._cli import main
+from rope_ref.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = "tests.check_targets"

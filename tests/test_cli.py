@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from rope_ref._cli import main
+from rope_ref.cli import main
 
 
 def test_verify_passes_and_reports_every_check(capsys):
@@ -30,7 +30,7 @@ def test_verify_passes_and_reports_every_check(capsys):
 
 def test_verify_says_what_it_tested_and_counts_its_skips(monkeypatch, capsys):
     """The minimal install: NumPy only, no numba; the summary counts every skip."""
-    import rope_ref._verify as verify
+    from rope_ref.cli import verify
 
     real_namespace = verify._namespace
     monkeypatch.setattr(verify, "_namespace", lambda n: real_namespace(n) if n == "numpy" else None)
@@ -53,8 +53,8 @@ def test_verify_error_model_line_is_the_tolerance_it_applies():
     """The formula printed for people is the one the checks use."""
     import numpy as np
 
-    from rope_ref._error_model import tolerance
-    from rope_ref._verify import OFFSET, SEQ, SHIFT, describe_setup
+    from rope_ref._core.error_model import tolerance
+    from rope_ref.cli.verify import OFFSET, SEQ, SHIFT, describe_setup
 
     assert "2 eps(dtype) + 4 eps(float64) * (|angle|max + 1)" in describe_setup()["error model"]
     top = OFFSET + SEQ - 1 + SHIFT
@@ -75,9 +75,9 @@ def test_verify_json_lists_numpy_checks(capsys):
 
 
 def test_verify_fails_when_a_check_fails(monkeypatch, capsys):
-    from rope_ref._error_model import tolerance
+    from rope_ref._core.error_model import tolerance
 
-    monkeypatch.setattr("rope_ref._verify.tolerance", lambda *a, **k: -1.0 * tolerance(*a, **k))
+    monkeypatch.setattr("rope_ref.cli.verify.tolerance", lambda *a, **k: -1.0 * tolerance(*a, **k))
     assert main(["verify"]) == 1
     assert "FAIL" in capsys.readouterr().out
 
@@ -110,7 +110,7 @@ def test_console_script_is_installed():
 
 def test_module_entry_point():
     result = subprocess.run(
-        [sys.executable, "-m", "rope_ref._cli", "example"],
+        [sys.executable, "-m", "rope_ref.cli", "example"],
         capture_output=True,
         text=True,
         check=True,

@@ -36,7 +36,7 @@ def device():
 
 @pytest.fixture(scope="module")
 def kernel():
-    from rope_ref._dispatch import load_backend
+    from rope_ref._engine.dispatch import load_backend
 
     return load_backend("cupy")
 

@@ -12,21 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref import _api, _fast_path
-from rope_ref._table_cache import offset_cache
+from rope_ref._engine import api, fast_path
+from rope_ref._engine.table_cache import offset_cache
 
 pytestmark = pytest.mark.skipif(
     rr.available_backends()["numba"] is not None, reason="the numba backend is not installed"
 )
 
-BLOCK = _fast_path.BLOCK
-EXACT_INT = _fast_path.EXACT_INT
+BLOCK = fast_path.BLOCK
+EXACT_INT = fast_path.EXACT_INT
 
 
 def general_path(*args: Any, **kwargs: Any) -> np.ndarray:
     """`apply_rope` with the short road closed: validation and tables of the general path."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(_api, "numpy_kernel_call", lambda *a: None)
+    mp.setattr(api, "numpy_kernel_call", lambda *a: None)
     try:
         return rr.apply_rope(*args, **kwargs)
     finally:
@@ -109,13 +109,13 @@ def test_interleaved_sequences_build_each_block_once(monkeypatch):
     build one block each, once; the next rounds only read them, and the cache stays
     within its byte bound."""
     builds: list[tuple[int, Any]] = []
-    original = _fast_path._OffsetTables._build
+    original = fast_path._OffsetTables._build
 
     def counting(self, length, offset):
         builds.append((length, offset))
         return original(self, length, offset)
 
-    monkeypatch.setattr(_fast_path._OffsetTables, "_build", counting)
+    monkeypatch.setattr(fast_path._OffsetTables, "_build", counting)
     spec = rr.RopeSpec(128, base=123457.0)  # a spec of its own: blocks not built yet
     x = np.random.default_rng(2).standard_normal((1, 1, 8, 128)).astype(np.float32)
     starts = [1024 * i + 7 for i in range(1000)]
@@ -129,13 +129,13 @@ def test_interleaved_sequences_build_each_block_once(monkeypatch):
 @pytest.mark.parametrize("offset", [2**62 + 5, 123.25])
 def test_offsets_outside_the_blocks_build_only_their_own_rows(monkeypatch, offset):
     builds: list[int] = []
-    original = _fast_path._OffsetTables._build
+    original = fast_path._OffsetTables._build
 
     def counting(self, length, at):
         builds.append(length)
         return original(self, length, at)
 
-    monkeypatch.setattr(_fast_path._OffsetTables, "_build", counting)
+    monkeypatch.setattr(fast_path._OffsetTables, "_build", counting)
     x = np.ones((1, 1, 4, 64), dtype=np.float32)
     for step in range(5):
         rr.apply_rope(x, None, offset=offset + step * 1024, seq_axis=-3, backend="numba")
@@ -145,10 +145,10 @@ def test_offsets_outside_the_blocks_build_only_their_own_rows(monkeypatch, offse
 def test_geometry_is_planned_once_and_keyed_by_the_spec_object():
     spec = rr.RopeSpec(64, base=31337.0)
     x = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
-    before = len(_fast_path._calls)
+    before = len(fast_path._calls)
     for offset in range(5):
         rr.apply_rope(x, spec, offset=offset, backend="numba")
-    assert len(_fast_path._calls) in (before + 1, 1)  # one geometry (or a fresh dict)
+    assert len(fast_path._calls) in (before + 1, 1)  # one geometry (or a fresh dict)
     other = rr.RopeSpec(64, base=31338.0)  # another spec: another answer
     assert not np.array_equal(
         rr.apply_rope(x, spec, offset=3, backend="numba"),

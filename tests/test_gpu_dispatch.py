@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref._compat import array_namespace
-from rope_ref._positions import lay_out
+from rope_ref._core.compat import array_namespace
+from rope_ref._core.positions import lay_out
 from tests.cuda_host import emulation
 from tests.cuda_host.cases import CASES, DTYPES, LAYOUTS, assert_error_model, random_x, tables
 
@@ -417,7 +417,7 @@ def test_unusual_calls_are_left_to_the_general_path(device, np_rng):
     data=st.data(),
 )
 def test_laying_out_positions_agrees_with_the_general_rule(lead, grid_rank, data):
-    """The descriptor rule takes exactly the grids `rope_ref._positions.lay_out` takes, and
+    """The descriptor rule takes exactly the grids `rope_ref._core.positions.lay_out` takes, and
     gives them the same broadcast layout."""
     lead = tuple(lead)
     axis = data.draw(st.integers(0, len(lead) - 1), label="seq_axis")

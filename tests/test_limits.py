@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref import _frequencies, analysis
-from rope_ref._analysis_bound import _BLOCK, _CALL, MAX_DIM, MAX_TERMS, _products, call_shape
-from rope_ref._spec import MAX_HEAD_DIM
+from rope_ref import analysis
+from rope_ref._core import frequencies
+from rope_ref._core.spec import MAX_HEAD_DIM
+from rope_ref.analysis._bound import _BLOCK, _CALL, MAX_DIM, MAX_TERMS, _products, call_shape
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def no_work(monkeypatch):
         pytest.fail("the work started before the size was refused")
 
     monkeypatch.setattr(analysis, "smallest_feasible_log_base", started)
-    monkeypatch.setattr(_frequencies, "_default_inv_freq", started)
+    monkeypatch.setattr(frequencies, "_default_inv_freq", started)
 
 
 def refused_up_front(call, message):

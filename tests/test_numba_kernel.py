@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref._dispatch import load_backend
+from rope_ref._engine.dispatch import load_backend
 
 pytestmark = pytest.mark.skipif(
     rr.available_backends()["numba"] is not None, reason="the numba backend is not installed"

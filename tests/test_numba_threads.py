@@ -24,7 +24,7 @@ import sys, threading
 import numpy as np
 import numba
 import rope_ref as rr
-from rope_ref._dispatch import load_backend
+from rope_ref._engine.dispatch import load_backend
 
 try:
     numba.get_num_threads()  # loads the threading layer named by NUMBA_THREADING_LAYER

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rope_ref._cli import main
+from rope_ref.cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```(python|bash)\n(.*?)```", README.read_text(encoding="utf-8"), re.S)

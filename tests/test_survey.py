@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import pytest
 
-from rope_ref._cli import main
-from rope_ref._survey import Row, survey
-from rope_ref._survey_cli import table_lines
-from rope_ref._survey_peers import GROUPS
+from rope_ref.cli import main
+from rope_ref.cli.survey import table_lines
+from rope_ref.cli.survey.peers import GROUPS
+from rope_ref.cli.survey.run import Row, survey
 
 
 def test_every_group_is_surveyed_or_skipped_with_a_reason():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._table_cache import ENTRY_OVERHEAD, TableCache, positions_key, table_cache
+from rope_ref._engine.table_cache import ENTRY_OVERHEAD, TableCache, positions_key, table_cache
 
 
 def pair(n: int) -> tuple[np.ndarray, np.ndarray]:

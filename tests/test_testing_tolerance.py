@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref._error_model import angle_error, tolerance
+from rope_ref._core.error_model import angle_error, tolerance
 from rope_ref.testing import ErrorModel, assert_rope_close, diagnose, error_model, rope_atol
 
 F32 = np.float32

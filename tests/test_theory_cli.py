@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rope_ref._cli import main
-from rope_ref._progress import ProgressBar
+from rope_ref.cli import main
+from rope_ref.cli.progress import ProgressBar
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -56,9 +56,9 @@ def test_plot_writes_a_png(tmp_path, capsys, figure):
 
 
 def test_plot_bound_writes_a_png(tmp_path, monkeypatch):
-    from rope_ref import _analysis_plots
+    from rope_ref.analysis import _plots
 
-    monkeypatch.setattr(_analysis_plots, "BOUND_CONTEXTS", (64, 128, 256))
+    monkeypatch.setattr(_plots, "BOUND_CONTEXTS", (64, 128, 256))
     out = tmp_path / "bound.png"
     assert main(["plot", "bound", "--out", str(out), "--dim", "32"]) == 0
     assert out.read_bytes().startswith(PNG)
@@ -67,7 +67,7 @@ def test_plot_bound_writes_a_png(tmp_path, monkeypatch):
 def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delitem(sys.modules, "rope_ref._analysis_plots", raising=False)
+    monkeypatch.delitem(sys.modules, "rope_ref.analysis._plots", raising=False)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
     out = tmp_path / "x.png"
     assert main(["plot", "decay", "--out", str(out)]) == 2
@@ -126,14 +126,15 @@ def test_progress_bar_is_silent_off_a_terminal():
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_status_2(tmp_path, capsys, monkeypatch, argv, message):
-    from rope_ref import _analysis_plots, analysis
+    from rope_ref import analysis
+    from rope_ref.analysis import _plots
 
     def started(*args, **kwargs):
         pytest.fail("the search or the drawing started before the input was refused")
 
     monkeypatch.setattr(analysis, "base_lower_bound", started)
-    monkeypatch.setattr(_analysis_plots, "bound_figure", started)
-    monkeypatch.setattr(_analysis_plots, "FIGURES", dict.fromkeys(_analysis_plots.FIGURES, started))
+    monkeypatch.setattr(_plots, "bound_figure", started)
+    monkeypatch.setattr(_plots, "FIGURES", dict.fromkeys(_plots.FIGURES, started))
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert main(argv) == 2
     captured = capsys.readouterr()

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 import rope_ref as rr
-from rope_ref import _analysis_bound, _frequencies
-from rope_ref._table_cache import table_cache
+from rope_ref._core import frequencies
+from rope_ref._engine.table_cache import table_cache
+from rope_ref.analysis import _bound
 from rope_ref.scaling import DynamicNTK, Llama3, LongRoPE, YaRN
 
 THREADS = 8
@@ -95,8 +96,8 @@ def same(a, b) -> bool:
 
 def empty_caches() -> None:
     table_cache.clear()
-    _frequencies._default_inv_freq.cache_clear()
-    _analysis_bound._CACHE.clear()
+    frequencies._default_inv_freq.cache_clear()
+    _bound._CACHE.clear()
 
 
 def test_eight_threads_give_the_serial_results_and_change_no_input():

@@ -23,7 +23,7 @@ mpl.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rope_ref import _analysis_plots as plots
+from rope_ref.analysis import _plots as plots
 from rope_ref.analysis import base_lower_bound
 
 DIM = 128

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rope_ref._validation import check_real
+from rope_ref._core.validation import check_real
 
 __all__ = [
     "check_bool",

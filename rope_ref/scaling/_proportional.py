@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._validation import check_real
+from rope_ref._core.validation import check_real
 from rope_ref.scaling._checks import check_positive, set_field
 
 __all__ = ["Proportional"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rope_ref._error_model import angle_error, tolerance
-from rope_ref._spec import RopeSpec
-from rope_ref._typing import Role
+from rope_ref._core.aliases import Role
+from rope_ref._core.error_model import angle_error, tolerance
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._assert import assert_rope_close
 from rope_ref.testing._compare import compare, setup
 from rope_ref.testing._diagnose import CAUSES, Diagnosis

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._frequencies import rope_angles
-from rope_ref._spec import RopeSpec
-from rope_ref._typing import Role
+from rope_ref._core.aliases import Role
+from rope_ref._core.frequencies import rope_angles
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, compare, setup
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of

@@ -1,6 +1,6 @@
 """The engine of `rope-ref check`: drive a callable with Hypothesis, shrink, diagnose.
 
-Nothing here prints; `rope_ref._check_cli` turns a `Report` into text and an exit status.
+Nothing here prints; `rope_ref.cli.check` turns a `Report` into text and an exit status.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._spec import RopeSpec
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._assert import describe_worst
 from rope_ref.testing._check_cases import CheckConfig, drawn_cases, probe_case, single_case
 from rope_ref.testing._compare import Comparison, compare

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._spec import RopeSpec
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case
 
 __all__ = ["CheckConfig", "drawn_cases", "probe_case", "probe_positions", "single_case"]

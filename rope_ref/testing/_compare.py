@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._api import apply_rope
-from rope_ref._compat import host_namespace, is_array
-from rope_ref._frequencies import max_plus_one, rope_angles
-from rope_ref._positions import (
+from rope_ref._core.aliases import Role
+from rope_ref._core.compat import host_namespace, is_array
+from rope_ref._core.frequencies import max_plus_one, rope_angles
+from rope_ref._core.positions import (
     as_positions,
     check_offset,
     default_positions,
@@ -19,9 +19,9 @@ from rope_ref._positions import (
     normalize_seq_axis,
     shift,
 )
-from rope_ref._reference import split_pairs
-from rope_ref._spec import RopeSpec, check_spec
-from rope_ref._typing import Role
+from rope_ref._core.reference import split_pairs
+from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._engine.api import apply_rope
 from rope_ref.testing._tolerance import ErrorModel, dtype_name, error_model, host64
 
 __all__ = ["Comparison", "Setup", "compare", "setup"]

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._frequencies import rope_cos_sin
-from rope_ref._spec import RopeSpec
+from rope_ref._core.frequencies import rope_cos_sin
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Setup, setup
 from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rope_ref._frequencies import attention_factor, inv_freq
-from rope_ref._typing import Layout
+from rope_ref._core.aliases import Layout
+from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
 from rope_ref.testing._diagnose_variants import partly_right_pairs, ranges, scaling, sections

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from rope_ref._compat import host_namespace
-from rope_ref._frequencies import attention_factor, inv_freq
-from rope_ref._reference import rotate
-from rope_ref._spec import RopeSpec
+from rope_ref._core.compat import host_namespace
+from rope_ref._core.frequencies import attention_factor, inv_freq
+from rope_ref._core.reference import rotate
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
 from rope_ref.testing._explain import (
     COMMON_BASES,

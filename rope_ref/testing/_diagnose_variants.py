@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from rope_ref import scaling as rules
-from rope_ref._frequencies import inv_freq
-from rope_ref._spec import RopeSpec
+from rope_ref._core.frequencies import inv_freq
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison, pair_norms
 from rope_ref.testing._explain import Diagnosis, explains, failing_pairs, pair_angles, wrap
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rope_ref._frequencies import attention_factor
-from rope_ref._reference import split_pairs
-from rope_ref._spec import RopeSpec
+from rope_ref._core.frequencies import attention_factor
+from rope_ref._core.reference import split_pairs
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
 
 __all__ = [

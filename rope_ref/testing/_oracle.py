@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rope_ref._api import apply_rope, apply_rope_qk
-from rope_ref._frequencies import rope_angles, rope_cos_sin
-from rope_ref._spec import RopeSpec
-from rope_ref._typing import Role
+from rope_ref._core.aliases import Role
+from rope_ref._core.frequencies import rope_angles, rope_cos_sin
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref.testing._assert import assert_rope_close
 from rope_ref.testing._diagnose import Diagnosis
 from rope_ref.testing._report import rope_report

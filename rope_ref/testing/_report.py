@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._spec import RopeSpec
-from rope_ref._typing import Role
+from rope_ref._core.aliases import Role
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, compare, setup, tolerance
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._explain import pair_angles, wrap

@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from rope_ref._spec import RopeSpec
-from rope_ref._typing import LAYOUTS
+from rope_ref._core.aliases import LAYOUTS
+from rope_ref._core.spec import RopeSpec
 
 __all__ = ["check_bool", "check_int", "check_strategy", "rope_specs", "scaling_rules"]
 

@@ -10,7 +10,7 @@ where :math:`\epsilon_\phi` is the machine epsilon of the arithmetic that built 
 angles, :math:`|\phi|_{\max}` the largest angle at that position, :math:`\epsilon` the
 machine epsilon of the storage dtype and :math:`k = 4` the number of roundings allowed
 (table, two products, sum and storage, doubled for slack). The angle term is
-`rope_ref._error_model.angle_error`; docs/testing.md derives both terms.
+`rope_ref._core.error_model.angle_error`; docs/testing.md derives both terms.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._compat import host_namespace, to_numpy
-from rope_ref._error_model import angle_error
-from rope_ref._frequencies import rope_angles
-from rope_ref._positions import as_positions, shift
-from rope_ref._spec import RopeSpec, check_spec
+from rope_ref._core.compat import host_namespace, to_numpy
+from rope_ref._core.error_model import angle_error
+from rope_ref._core.frequencies import rope_angles
+from rope_ref._core.positions import as_positions, shift
+from rope_ref._core.spec import RopeSpec, check_spec
 
 __all__ = ["EPS", "ErrorModel", "dtype_name", "error_model", "rope_atol"]
 
@@ -197,15 +197,15 @@ def rope_atol(
 
 def _host(a: Any) -> Any:
     """Arrays of any namespace as NumPy (Python numbers and sequences pass through)."""
-    from rope_ref._compat import is_array
+    from rope_ref._core.compat import is_array
 
     return host64(a) if is_array(a) else a
 
 
 def host64(a: Any) -> NDArray[np.float64]:
     """Any array (torch bfloat16 included) as a float64 NumPy array on the host."""
-    from rope_ref._compat import is_array
-    from rope_ref._foreign import host_array, is_mlx_array
+    from rope_ref._core.compat import is_array
+    from rope_ref._core.foreign import host_array, is_mlx_array
 
     if is_mlx_array(a):
         return np.asarray(host_array(a), dtype=np.float64)

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._compat import array_namespace, host_namespace
-from rope_ref._spec import RopeSpec
+from rope_ref._core.compat import array_namespace, host_namespace
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._strategy_specs import (
     check_bool,
     check_int,
@@ -88,7 +88,7 @@ class RopeCase:
 
 
 def _to_host(a: Any) -> Any:
-    from rope_ref._compat import to_numpy
+    from rope_ref._core.compat import to_numpy
 
     return to_numpy(a)
 

@@ -1,0 +1,404 @@
+"""Hugging Face transformers configs <-> `RopeSpec` (``RopeSpec.from_hf`` / ``to_hf``).
+
+Mirrors ``transformers.modeling_rope_utils`` (5.x): the standardization of
+``rope_parameters`` (legacy ``rope_theta`` + ``rope_scaling``, the priority of a top-level
+``original_max_position_embeddings``) and the defaults of each ``ROPE_INIT_FUNCTIONS`` entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rope_ref._config.hf_reader import ConfigReader
+from rope_ref._core.aliases import SectionOrder
+from rope_ref._core.spec import RopeSpec, ScalingRule
+from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
+
+__all__ = ["spec_from_hf", "spec_to_hf"]
+
+#: HF rope types that take `original_max_position_embeddings` (HF's standardize step).
+_NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
+#: Legacy type names and what HF maps them to.
+_ALIASES = {"su": "longrope", "mrope": "default"}
+#: Model families whose M-RoPE interleaves the axes (Qwen3-VL and its descendants).
+_INTERLEAVED_FAMILIES = ("qwen3_vl", "qwen3_5", "qwen3_omni", "qwen4", "cosmos3")
+#: mrope_section defaults of HF's rotary modules when a config has none.
+_DEFAULT_SECTIONS = {"qwen2_vl": (16, 24, 24), "qwen2_5_vl": (16, 24, 24), "qwen3_vl": (24, 20, 20)}
+T = TypeVar("T")
+
+_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "axial")
+
+
+def spec_from_hf(
+    config: object, *, layer_type: str | None = None, section_order: SectionOrder | None = None
+) -> RopeSpec:
+    """See `RopeSpec.from_hf`."""
+    outer = ConfigReader(config)
+    cfg = outer
+    text = outer.section("text_config")
+    if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
+        cfg = text
+    top = _top_rope_parameters(cfg)
+    params = _layer_parameters(top, cfg, layer_type)
+    rope_type = _rope_type(params, cfg)
+    base = _base(params, cfg)
+    head_dim = _head_dim(cfg, vision=rope_type == "axial")
+    if rope_type == "axial":
+        return _axial_spec(head_dim, base)
+    fraction, source = _fraction_of(params, cfg, zero_allowed=rope_type == "proportional")
+    scaling = _rule(rope_type, params, top, cfg, fraction)
+    sections = params.integers("mrope_section")
+    # Every value has been read and checked on its own; now the combinations.
+    rotary_dim = head_dim if rope_type == "proportional" else int(head_dim * fraction)
+    if rotary_dim % 2 or rotary_dim < 2:
+        msg = (
+            "`partial_rotary_factor` must give an even rotary dimension of at least 2 from "
+            f"`head_dim` (HF's int(head_dim * partial_rotary_factor)); got "
+            f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
+        )
+        raise ValueError(msg)
+    if sections is not None and sum(sections) != rotary_dim // 2:
+        requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
+        params.fail("mrope_section", requirement, list(sections), ValueError)
+    sections = sections or _default_sections(outer, cfg)
+    if section_order is None:
+        section_order = _default_section_order(params, outer, cfg)
+    return RopeSpec(
+        head_dim,
+        rotary_dim=rotary_dim,
+        base=base,
+        scaling=scaling,
+        sections=sections,
+        section_order=section_order,
+    )
+
+
+def _top_rope_parameters(cfg: ConfigReader) -> ConfigReader:
+    """HF's priority: a legacy ``rope_scaling`` dict wins over ``rope_parameters``."""
+    for key in ("rope_scaling", "rope_parameters"):
+        params = cfg.section(key)
+        if params is not None and _keys(params):
+            return params
+    return ConfigReader({}, f"{cfg.where}.rope_parameters")
+
+
+def _keys(params: ConfigReader) -> list[str]:
+    config = params.config
+    return list(config) if isinstance(config, Mapping) else list(vars(config))
+
+
+def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | None) -> ConfigReader:
+    """The parameters of `layer_type` when they are nested by layer type, else `top`.
+
+    As HF, only keys that the config declares as layer types (``layer_types``, or a config
+    class's ``_rope_type_labels``) count as nested.
+    """
+    labels = cfg.strings("_rope_type_labels") or cfg.strings("layer_types") or ()
+    nested = sorted(k for k in _keys(top) if k in labels)
+    if not nested:
+        if layer_type is not None:
+            msg = f"`layer_type` must be None for a config with one RoPE; got {layer_type!r}."
+            raise ValueError(msg)
+        return top
+    if layer_type not in nested:
+        msg = f"`layer_type` must be one of {', '.join(map(repr, nested))}; got {layer_type!r}."
+        raise ValueError(msg)
+    params = top.section(layer_type)
+    if params is None:
+        top.fail(layer_type, "the parameters of that layer type", None, ValueError)
+    return params
+
+
+def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
+    key = "rope_type" if params.has("rope_type") else "type"
+    rope_type = params.string(key) or "default"
+    rope_type = _ALIASES.get(rope_type, rope_type)
+    if rope_type == "yarn" and cfg.string("model_type") == "phi3":
+        rope_type = "longrope"  # Phi-3 configs once called LongRoPE "yarn"
+    if rope_type not in _TYPES:
+        msg = (
+            f"`rope_type` must be one of {', '.join(map(repr, _TYPES))}; got {rope_type!r} "
+            f"({params.where})."
+        )
+        raise ValueError(msg)
+    return rope_type
+
+
+def _base(params: ConfigReader, cfg: ConfigReader) -> float:
+    """``rope_theta`` of the parameters, else of the config, else the class default."""
+    keys = ((params, "rope_theta"), (cfg, "rope_theta"), (cfg, "default_theta"))
+    return float(_first([source.real(key, above=1.0) for source, key in keys], 10000.0))
+
+
+def _first(values: list[Any], default: Any) -> Any:
+    """The first value that is not None (every one was checked), else `default`."""
+    return next((v for v in values if v is not None), default)
+
+
+def _fraction_of(
+    params: ConfigReader, cfg: ConfigReader, *, zero_allowed: bool
+) -> tuple[float, ConfigReader]:
+    """``partial_rotary_factor`` (parameters first, as HF) and where it was read."""
+    bounds = {"at_least": 0.0} if zero_allowed else {"above": 0.0}
+    values = [s.real("partial_rotary_factor", at_most=1.0, **bounds) for s in (params, cfg)]
+    for value, source in zip(values, (params, cfg), strict=True):
+        if value is not None:
+            return value, source
+    return 1.0, params
+
+
+def _axial_spec(head_dim: int, base: float) -> RopeSpec:
+    """HF ``"axial"`` (Qwen-VL vision towers): rows and columns each take a quarter-head RoPE."""
+    from rope_ref._core.multiaxis import axial_freqs
+
+    if head_dim % 4:
+        msg = f"`head_dim` must be a multiple of 4 for axial RoPE; got {head_dim}."
+        raise ValueError(msg)
+    sections = (head_dim // 4, head_dim // 4)
+    return RopeSpec(head_dim, freqs=axial_freqs(sections, base=base), sections=sections)
+
+
+def _head_dim(cfg: ConfigReader, *, vision: bool = False) -> int:
+    head_dim = cfg.integer("head_dim")
+    if head_dim is not None:
+        return head_dim
+    hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
+    hidden, heads = cfg.integer(hidden_key), cfg.integer("num_attention_heads")
+    if hidden is None or heads is None:
+        msg = (
+            "`config` must give head_dim, or hidden_size and num_attention_heads; "
+            f"got head_dim=None, {hidden_key}={hidden!r}, num_attention_heads={heads!r} "
+            f"({cfg.where})."
+        )
+        raise ValueError(msg)
+    if hidden % heads:
+        requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
+        cfg.fail(hidden_key, requirement, hidden, ValueError)
+    return hidden // heads
+
+
+def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
+    """HF: a top-level value wins, then the rope parameters, then max_position_embeddings."""
+    value = _first(
+        [
+            cfg.integer("original_max_position_embeddings"),
+            params.integer("original_max_position_embeddings"),
+            cfg.integer("max_position_embeddings"),
+        ],
+        None,
+    )
+    if value is None:
+        msg = (
+            "`config` must give original_max_position_embeddings or max_position_embeddings "
+            f"({cfg.where})."
+        )
+        raise ValueError(msg)
+    return int(value)
+
+
+def _given(params: ConfigReader, key: str, value: T | None, rope_type: str) -> T:
+    """`value`, or ValueError naming `key` when it is absent (None)."""
+    if value is None:
+        params.fail(key, f"given for rope_type {rope_type!r}", None, ValueError)
+    return value
+
+
+def _rule(
+    rope_type: str,
+    params: ConfigReader,
+    top: ConfigReader,
+    cfg: ConfigReader,
+    fraction: float,
+) -> ScalingRule | None:
+    """The scaling rule; every value is read (and checked) before any is found missing."""
+    if rope_type == "default":
+        return None
+    factor = params.real("factor", above=0.0)
+    max_position = cfg.integer("max_position_embeddings")
+    if rope_type == "linear":
+        return Linear(_given(params, "factor", factor, rope_type))
+    if rope_type == "dynamic":
+        if max_position is None:
+            cfg.fail("max_position_embeddings", "given for rope_type 'dynamic'", None, ValueError)
+        return DynamicNTK(_given(params, "factor", factor, rope_type), max_position=max_position)
+    if rope_type == "proportional":
+        return Proportional(fraction, factor=_or(factor, 1.0))
+    if rope_type == "llama3":
+        low = _or(params.real("low_freq_factor", above=0.0), 1.0)
+        high = _or(params.real("high_freq_factor", above=0.0), 4.0)
+        original = _original_max_position(params, cfg)
+        factor = _given(params, "factor", factor, rope_type)
+        return Llama3(factor, original, low_freq_factor=low, high_freq_factor=high)
+    attention_factor = params.real("attention_factor", above=0.0)
+    if rope_type == "longrope":
+        short, long = params.reals("short_factor"), params.reals("long_factor")
+        original = _original_max_position(params, cfg)
+        factor = _or(factor, None if max_position is None else max_position / original)
+        return LongRoPE(
+            _given(params, "short_factor", short, rope_type),
+            _given(params, "long_factor", long, rope_type),
+            original,
+            factor=factor,
+            attention_factor=attention_factor,
+        )
+    fields = {
+        "beta_fast": _or(params.real("beta_fast", above=0.0), 32.0),
+        "beta_slow": _or(params.real("beta_slow", above=0.0), 1.0),
+        "mscale": params.real("mscale"),
+        "mscale_all_dim": params.real("mscale_all_dim"),
+        "truncate": _or(top.flag("truncate"), True),  # HF reads it from the top level
+    }
+    original = _original_max_position(params, cfg)
+    if factor is None and max_position is not None:
+        factor = max_position / original  # HF's default
+    if factor is None:
+        params.fail(
+            "factor", "given for rope_type 'yarn' (or max_position_embeddings)", None, ValueError
+        )
+    return YaRN(factor, original, attention_factor=attention_factor, **fields)
+
+
+def _or(value: Any, default: Any) -> Any:
+    """`value`, or `default` when it is None (absent); 0 and False are values."""
+    return default if value is None else value
+
+
+def _default_sections(outer: ConfigReader, cfg: ConfigReader) -> tuple[int, ...] | None:
+    """The sections HF's Qwen-VL text rotary modules assume when the config has none."""
+    for model_type in (cfg.string("model_type"), outer.string("model_type")):
+        for family, sections in _DEFAULT_SECTIONS.items():
+            if model_type is not None and model_type.startswith(family):
+                return sections
+    return None
+
+
+def _default_section_order(
+    params: ConfigReader, outer: ConfigReader, cfg: ConfigReader
+) -> SectionOrder:
+    if params.flag("mrope_interleaved"):
+        return "interleaved"
+    for model_type in (cfg.string("model_type"), outer.string("model_type")):
+        if model_type is not None and model_type.startswith(_INTERLEAVED_FAMILIES):
+            return "interleaved"
+    return "chunked"
+
+
+# --- RopeSpec -> HF ---------------------------------------------------------------------
+
+
+def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) -> dict[str, Any]:
+    """See `RopeSpec.to_hf`."""
+    _check_expressible(spec)
+    params: dict[str, Any] = {"rope_type": "default", "rope_theta": spec.base}
+    extra: dict[str, Any] = {}
+    if spec.scaling is not None:
+        params.update(_rule_parameters(spec.scaling, spec))
+        if isinstance(spec.scaling, DynamicNTK):
+            extra["max_position_embeddings"] = spec.scaling.max_position
+    if spec._rotary_dim != spec.head_dim:
+        params["partial_rotary_factor"] = _fraction(spec._rotary_dim, spec.head_dim)
+    if spec.sections is not None:
+        params["mrope_section"] = list(spec.sections)
+        if spec.section_order == "interleaved":
+            params["mrope_interleaved"] = True
+    if max_position_embeddings is not None:
+        known = extra.get("max_position_embeddings", max_position_embeddings)
+        if known != max_position_embeddings:
+            msg = (
+                f"`max_position_embeddings` must equal the DynamicNTK rule's max_position "
+                f"({known}); got {max_position_embeddings!r}."
+            )
+            raise ValueError(msg)
+        extra["max_position_embeddings"] = max_position_embeddings
+    return {"head_dim": spec.head_dim, "rope_parameters": params, **extra}
+
+
+def _check_expressible(spec: RopeSpec) -> None:
+    problems = []
+    if spec.layout != "half":
+        problems.append("layout='interleaved' (HF rotates half-split pairs)")
+    if spec.rotary_start != 0:
+        problems.append(f"rotary_start={spec.rotary_start} (HF rotates the first features)")
+    if spec.freqs is not None:
+        problems.append("custom freqs")
+    if spec.xpos is not None:
+        problems.append("xpos")
+    if spec.sections is not None and len(spec.sections) != 3:
+        problems.append(f"sections={spec.sections} (HF M-RoPE has three axes)")
+    if problems:
+        msg = f"`spec` must be expressible as a HF config; got {', '.join(problems)}."
+        raise ValueError(msg)
+
+
+def _fraction(rotary_dim: int, head_dim: int) -> float:
+    """A partial_rotary_factor p with ``int(head_dim * p) == rotary_dim``, as HF computes."""
+    fraction = rotary_dim / head_dim
+    while int(head_dim * fraction) < rotary_dim:
+        fraction = float(np.nextafter(fraction, 2.0))
+    return fraction
+
+
+def _rule_parameters(rule: object, spec: RopeSpec) -> dict[str, Any]:
+    if isinstance(rule, Linear):
+        return {"rope_type": "linear", "factor": rule.factor}
+    if isinstance(rule, DynamicNTK):
+        return {"rope_type": "dynamic", "factor": rule.factor}
+    if isinstance(rule, Llama3):
+        return {
+            "rope_type": "llama3",
+            "factor": rule.factor,
+            "original_max_position_embeddings": rule.original_max_position,
+            "low_freq_factor": rule.low_freq_factor,
+            "high_freq_factor": rule.high_freq_factor,
+        }
+    if isinstance(rule, YaRN):
+        return _yarn_parameters(rule)
+    if isinstance(rule, LongRoPE):
+        return _longrope_parameters(rule)
+    if isinstance(rule, Proportional):
+        if spec._rotary_dim != spec.head_dim:
+            msg = f"`spec` must rotate the whole head with Proportional; got {spec!r}."
+            raise ValueError(msg)
+        return {
+            "rope_type": "proportional",
+            "factor": rule.factor,
+            "partial_rotary_factor": rule.partial_rotary_factor,
+        }
+    msg = f"`spec.scaling` must be a rule with a HF rope_type; got {rule!r}."
+    raise ValueError(msg)
+
+
+def _yarn_parameters(rule: YaRN) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "rope_type": "yarn",
+        "factor": rule.factor,
+        "original_max_position_embeddings": rule.original_max_position,
+        "beta_fast": rule.beta_fast,
+        "beta_slow": rule.beta_slow,
+        "truncate": rule.truncate,
+    }
+    optional = {
+        "mscale": rule.mscale,
+        "mscale_all_dim": rule.mscale_all_dim,
+        "attention_factor": rule.attention_factor_value,
+    }
+    params.update({k: v for k, v in optional.items() if v is not None})
+    return params
+
+
+def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "rope_type": "longrope",
+        "short_factor": list(rule.short_factor),
+        "long_factor": list(rule.long_factor),
+        "original_max_position_embeddings": rule.original_max_position,
+    }
+    if rule.factor is not None:
+        params["factor"] = rule.factor
+    if rule.attention_factor_value is not None or rule.factor is None:
+        # Without a factor HF would derive one from max_position_embeddings: pin the value.
+        params["attention_factor"] = rule.attention_factor(seq_len=None)
+    return params

@@ -1,0 +1,424 @@
+"""`RopeSpec`: what a rotary embedding is, validated once at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rope_ref._core.aliases import LAYOUTS, SECTION_ORDERS, Layout, SectionOrder
+from rope_ref._core.validation import check_choice, check_int, check_real
+
+__all__ = ["MAX_HEAD_DIM", "RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
+
+#: Largest `RopeSpec.head_dim`. The default frequencies are computed to 50 digits (about
+#: 80 us per pair: 3 s at this size, then cached) and tables take 8 bytes per pair and
+#: position; rotary heads in use have 32 to 512 features.
+MAX_HEAD_DIM = 1 << 16
+
+
+@runtime_checkable
+class ScalingRule(Protocol):
+    """What `RopeSpec.scaling` must provide (the classes of `rope_ref.scaling` do).
+
+    A rule is a frozen, hashable value that rescales the default inverse frequencies and
+    states the attention factor multiplied into cos and sin.
+    """
+
+    def inv_freq(
+        self, inv_freq: NDArray[np.float64], *, base: float, rotary_dim: int, seq_len: float | None
+    ) -> NDArray[np.float64]:
+        """Return the scaled float64 inverse frequencies, shape ``(rotary_dim // 2,)``."""
+        ...
+
+    def attention_factor(self, *, seq_len: float | None) -> float:
+        """Return the factor applied to cos and sin (1.0 for most rules)."""
+        ...
+
+
+@runtime_checkable
+class XPosRule(Protocol):
+    r"""What `RopeSpec.xpos` must provide.
+
+    Queries are scaled by :math:`\zeta_j^{(p - c)/s}` and keys by its inverse, with
+    :math:`\zeta_j` from `zeta`, the centre :math:`c` from `center` and :math:`s` =
+    `scale_base`.
+    """
+
+    @property
+    def scale_base(self) -> float:
+        """Positions over which the scale changes by a factor of zeta (xPos's "scale_base")."""
+        ...
+
+    def zeta(self, rotary_dim: int) -> NDArray[np.float64]:
+        """Return the per-pair decay bases, float64, shape ``(rotary_dim // 2,)``."""
+        ...
+
+    def center(self, seq_len: float) -> float:
+        """Return the position at which the scale is 1."""
+        ...
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    r"""A rotary position embedding: which features rotate, how they pair, how fast.
+
+    Frozen, hashable and validated at construction, so a spec that exists is valid.
+
+    Parameters
+    ----------
+    head_dim : int
+        Number of features per head (the last axis of ``x``), at most 65536
+        (`MAX_HEAD_DIM`: see Limits in the API reference).
+    rotary_dim : int, optional
+        Number of rotated features; even, and ``rotary_start + rotary_dim <= head_dim``.
+        Defaults to ``head_dim - rotary_start``.
+    rotary_start : int, default 0
+        First rotated feature. Features outside
+        ``[rotary_start, rotary_start + rotary_dim)`` pass through bit-identical.
+    base : float, default 10000.0
+        Frequency base :math:`b > 1`; :math:`\theta_j = b^{-2j/d}` with :math:`d` =
+        `rotary_dim`.
+    layout : {"half", "interleaved"}, default "half"
+        ``"half"`` rotates pairs ``(j, j + n_pairs)`` (GPT-NeoX, HF LLaMA, vLLM neox, MLX
+        ``traditional=False``); ``"interleaved"`` rotates ``(2j, 2j + 1)`` (RoFormer, Meta
+        LLaMA, GPT-J, MLX ``traditional=True``, rotary-embedding-torch). Offsets are relative
+        to `rotary_start`.
+    scaling : ScalingRule, optional
+        A context-extension rule (see `rope_ref.scaling`); it rescales the inverse frequencies
+        and may set an attention factor. Must be left unset when `freqs` is given.
+    freqs : sequence of float, optional
+        Custom inverse frequencies (radians per position), one per pair, finite and
+        non-negative. `base` and `scaling` must then be left at their defaults.
+    xpos : XPosRule, optional
+        Length-extrapolatable decay (xPos); queries and keys are scaled oppositely.
+    sections : sequence of int, optional
+        Multi-axis RoPE (M-RoPE, axial vision RoPE): the number of pairs driven by each
+        position axis; positive, summing to ``n_pairs``. Positions then carry a trailing axis
+        of length ``len(sections)``.
+    section_order : {"chunked", "interleaved"}, default "chunked"
+        ``"chunked"`` gives axis ``a`` a contiguous block of pairs (Qwen2-VL);
+        ``"interleaved"`` gives pair ``j`` to axis ``j % n_axes`` while that axis has pairs
+        left, the rest to axis 0 (Qwen3-VL).
+
+    Raises
+    ------
+    TypeError
+        If a field has the wrong type (e.g. a float `head_dim`).
+    ValueError
+        If a field has a bad value; the message names the field and the value received.
+
+    Notes
+    -----
+    Pair :math:`j` rotates by the angle :math:`\phi = p\,\theta_j` at position :math:`p`:
+
+    .. math::
+        (a, b) \mapsto (a\cos\phi - b\sin\phi,\; b\cos\phi + a\sin\phi).
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> spec = rr.RopeSpec(head_dim=128)
+    >>> spec.rotary_dim, spec.n_pairs, spec.layout
+    (128, 64, 'half')
+    >>> rr.RopeSpec(head_dim=64, rotary_dim=32, layout="interleaved").rotary_stop
+    32
+    >>> rr.RopeSpec(head_dim=8, rotary_dim=7)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rotary_dim` must be even; got 7.
+    """
+
+    head_dim: int
+    _: KW_ONLY
+    rotary_dim: int | None = None
+    rotary_start: int = 0
+    base: float = 10000.0
+    layout: Layout = "half"
+    scaling: ScalingRule | None = None
+    freqs: Sequence[float] | None = None
+    xpos: XPosRule | None = None
+    sections: Sequence[int] | None = None
+    section_order: SectionOrder = "chunked"
+
+    def __post_init__(self) -> None:
+        head_dim = check_int("head_dim", self.head_dim, minimum=1)
+        if head_dim > MAX_HEAD_DIM:
+            msg = (
+                f"`head_dim` must be at most {MAX_HEAD_DIM} (the limit of rope_ref: frequencies "
+                f"are computed to 50 digits per pair and tables grow with it); got {head_dim}."
+            )
+            raise ValueError(msg)
+        start = check_int("rotary_start", self.rotary_start, minimum=0)
+        if start >= head_dim:
+            msg = f"`rotary_start` must be less than `head_dim` ({head_dim}); got {start}."
+            raise ValueError(msg)
+        rotary_dim = _check_rotary_dim(self.rotary_dim, head_dim, start)
+        base = check_real("base", self.base)
+        if base <= 1.0:
+            msg = f"`base` must be greater than 1; got {base!r}."
+            raise ValueError(msg)
+        self._set("head_dim", head_dim)
+        self._set("rotary_start", start)
+        self._set("rotary_dim", rotary_dim)
+        self._set("base", base)
+        self._set("layout", check_choice("layout", self.layout, LAYOUTS))
+        self._set(
+            "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
+        )
+        self._set("freqs", _check_freqs(self.freqs, rotary_dim // 2))
+        if self.freqs is not None and (base != 10000.0 or self.scaling is not None):
+            msg = (
+                "`freqs` replaces `base` and `scaling`; leave them at their defaults; "
+                f"got base={base!r}, scaling={self.scaling!r}."
+            )
+            raise ValueError(msg)
+        _check_scaling(self.scaling, rotary_dim)
+        _check_xpos(self.xpos)
+        self._set("sections", _check_sections(self.sections, rotary_dim // 2, self.section_order))
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_hf(
+        cls,
+        config: object,
+        *,
+        layer_type: str | None = None,
+        section_order: SectionOrder | None = None,
+    ) -> RopeSpec:
+        """The spec of a Hugging Face transformers config (a config.json dict or object).
+
+        Reads the current ``rope_parameters`` format and the legacy ``rope_theta`` +
+        ``rope_scaling`` one; ``head_dim`` (else ``hidden_size // num_attention_heads``),
+        ``partial_rotary_factor``, ``max_position_embeddings``,
+        ``original_max_position_embeddings`` and ``mrope_section`` (Qwen-VL model types
+        without one get their HF rotary module's default). Nested VL configs are read
+        from their ``text_config``; ``rope_type="axial"`` (Qwen-VL vision towers) gives
+        the axial spec of `rope_ref.axial_freqs`.
+
+        Parameters
+        ----------
+        config : mapping or transformers.PretrainedConfig
+            The model configuration.
+        layer_type : str, optional
+            For configs with one RoPE per layer type (Gemma 3/4): which one, e.g.
+            ``"full_attention"``.
+        section_order : {"chunked", "interleaved"}, optional
+            M-RoPE pair assignment. By default ``"interleaved"`` for Qwen3-VL configs (or an
+            ``mrope_interleaved`` flag) and ``"chunked"`` otherwise (Qwen2/2.5-VL).
+
+        Returns
+        -------
+        RopeSpec
+            Half layout (HF's ``rotate_half``), rotating the first ``rotary_dim`` features.
+
+        Raises
+        ------
+        TypeError
+            If a config value has the wrong type (a string for a number, a float for an
+            integer key, a number for a flag); the message names the key and where it was
+            read, e.g. ``config.rope_parameters``.
+        ValueError
+            If a config value is out of range (``rope_theta <= 1``, a fractional or zero
+            integer, NaN), the config has no usable head size, an unknown ``rope_type``, an
+            odd rotary dimension, or parameters the scaling rule rejects. A missing or
+            None value takes its default; 0, ``""`` and False are values, never "absent".
+
+        See Also
+        --------
+        to_hf : the inverse.
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> config = {"hidden_size": 4096, "num_attention_heads": 32,
+        ...           "max_position_embeddings": 131072,
+        ...           "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0,
+        ...                               "factor": 8.0, "low_freq_factor": 1.0,
+        ...                               "high_freq_factor": 4.0,
+        ...                               "original_max_position_embeddings": 8192}}
+        >>> spec = rr.RopeSpec.from_hf(config)
+        >>> spec.head_dim, spec.base, spec.scaling
+        (128, 500000.0, Llama3(factor=8.0, original_max_position=8192, low_freq_factor=1.0, \
+high_freq_factor=4.0))
+        """
+        from rope_ref._config.hf import spec_from_hf
+
+        return spec_from_hf(config, layer_type=layer_type, section_order=section_order)
+
+    def to_hf(self, *, max_position_embeddings: int | None = None) -> dict[str, object]:
+        """Hugging Face config.json entries of this spec (current ``rope_parameters`` format).
+
+        Parameters
+        ----------
+        max_position_embeddings : int, optional
+            Written when given; a `rope_ref.scaling.DynamicNTK` rule writes its own.
+
+        Returns
+        -------
+        dict
+            ``head_dim``, ``rope_parameters`` (``rope_type``, ``rope_theta``, the rule's
+            parameters, ``partial_rotary_factor`` when ``rotary_dim < head_dim``,
+            ``mrope_section``) and, when known, ``max_position_embeddings``.
+
+        Raises
+        ------
+        ValueError
+            If HF cannot express the spec: the interleaved layout, ``rotary_start != 0``,
+            custom `freqs`, xPos, interleaved sections other than Qwen3-VL's three, or a
+            rule with no HF type (`rope_ref.scaling.NTKAware`).
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> spec = rr.RopeSpec(head_dim=64, scaling=rr.scaling.Linear(2.0))
+        >>> spec.to_hf()
+        {'head_dim': 64, 'rope_parameters': {'rope_type': 'linear', 'rope_theta': 10000.0, \
+'factor': 2.0}}
+        >>> rr.RopeSpec.from_hf(spec.to_hf()) == spec
+        True
+        """
+        from rope_ref._config.hf import spec_to_hf
+
+        return spec_to_hf(self, max_position_embeddings=max_position_embeddings)
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of rotated pairs, ``rotary_dim // 2``."""
+        return self._rotary_dim // 2
+
+    @property
+    def _rotary_dim(self) -> int:
+        """`rotary_dim` as an int: it is resolved at construction, so never None."""
+        return int(self.rotary_dim or 0)
+
+    @property
+    def rotary_stop(self) -> int:
+        """One past the last rotated feature, ``rotary_start + rotary_dim``."""
+        return self.rotary_start + self._rotary_dim
+
+    @property
+    def n_axes(self) -> int:
+        """Number of position axes: ``len(sections)``, or 1 for ordinary RoPE."""
+        return 1 if self.sections is None else len(self.sections)
+
+    @property
+    def position_axes(self) -> int | None:
+        """Length of the trailing axis of positions: ``len(sections)``, or None (no axis)."""
+        return None if self.sections is None else len(self.sections)
+
+
+def check_spec(spec: object) -> RopeSpec:
+    """Return `spec` if it is a RopeSpec, else raise TypeError naming it."""
+    if not isinstance(spec, RopeSpec):
+        msg = f"`spec` must be a RopeSpec; got {type(spec).__name__}."
+        raise TypeError(msg)
+    return spec
+
+
+def _check_rotary_dim(value: object, head_dim: int, start: int) -> int:
+    if value is None:
+        rotary_dim = head_dim - start
+        if rotary_dim % 2:
+            msg = (
+                f"`rotary_dim` must be even; got {rotary_dim} "
+                f"(the default, head_dim - rotary_start = {head_dim} - {start})."
+            )
+            raise ValueError(msg)
+        return rotary_dim
+    rotary_dim = check_int("rotary_dim", value, minimum=2)
+    if rotary_dim % 2:
+        msg = f"`rotary_dim` must be even; got {rotary_dim}."
+        raise ValueError(msg)
+    if start + rotary_dim > head_dim:
+        msg = (
+            f"`rotary_dim` must not exceed head_dim - rotary_start ({head_dim - start}); "
+            f"got {rotary_dim}."
+        )
+        raise ValueError(msg)
+    return rotary_dim
+
+
+def _check_freqs(value: object, n_pairs: int) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        msg = f"`freqs` must be a sequence of {n_pairs} real numbers; got {value!r}."
+        raise TypeError(msg)
+    freqs = tuple(check_real("freqs", f) for f in np.asarray(value, dtype=object).ravel())
+    if np.ndim(value) != 1 or len(freqs) != n_pairs:
+        msg = f"`freqs` must have one entry per pair ({n_pairs}); got shape {np.shape(value)}."
+        raise ValueError(msg)
+    if any(f < 0.0 for f in freqs):
+        msg = f"`freqs` must be non-negative; got {min(freqs)!r}."
+        raise ValueError(msg)
+    return freqs
+
+
+def _check_scaling(value: object, rotary_dim: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, ScalingRule):
+        msg = (
+            "`scaling` must be a scaling rule with inv_freq() and attention_factor() "
+            f"(see rope_ref.scaling); got {value!r}."
+        )
+        raise TypeError(msg)
+    _check_hashable("scaling", value)
+    check = getattr(value, "check_rotary_dim", None)
+    if callable(check):  # optional: rules whose parameters depend on rotary_dim (LongRoPE)
+        check(rotary_dim)
+
+
+def _check_xpos(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, XPosRule):
+        msg = f"`xpos` must be an xPos rule with scale_base, zeta() and center(); got {value!r}."
+        raise TypeError(msg)
+    scale_base = check_real("xpos.scale_base", value.scale_base)
+    if scale_base <= 0.0:
+        msg = f"`xpos.scale_base` must be positive; got {scale_base!r}."
+        raise ValueError(msg)
+    _check_hashable("xpos", value)
+
+
+def _check_hashable(name: str, value: object) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        msg = f"`{name}` must be hashable (a frozen value); got {type(value).__name__}."
+        raise TypeError(msg) from None
+
+
+def _check_sections(value: object, n_pairs: int, order: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        msg = f"`sections` must be a sequence of positive integers; got {value!r}."
+        raise TypeError(msg)
+    sections = tuple(check_int("sections", s, minimum=1) for s in value)
+    if not sections:
+        msg = "`sections` must name at least one axis; got ()."
+        raise ValueError(msg)
+    if sum(sections) != n_pairs:
+        msg = (
+            f"`sections` must sum to n_pairs = rotary_dim // 2 ({n_pairs}); "
+            f"got {sections} (sum {sum(sections)})."
+        )
+        raise ValueError(msg)
+    n_axes = len(sections)
+    for axis, size in enumerate(sections[1:], start=1):
+        last = axis + n_axes * (size - 1)
+        if order == "interleaved" and last >= n_pairs:
+            msg = (
+                f"`sections` must fit the interleaved order: axis {axis} with {size} pairs "
+                f"needs pair index {last}, but there are {n_pairs} pairs; got {sections}."
+            )
+            raise ValueError(msg)
+    return sections

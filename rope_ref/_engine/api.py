@@ -1,0 +1,629 @@
+"""Public entry points: validate once, build float64 tables once, hand off the rotation."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Hashable
+from types import ModuleType
+
+import array_api_compat
+import numpy as np
+
+from rope_ref._core import reference
+from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, BackendName, Form, Role
+from rope_ref._core.compat import (
+    array_namespace,
+    device,
+    dtype_name,
+    has_float64,
+    host_namespace,
+    is_array,
+    is_cuda_array,
+    is_real_floating,
+    records_grad,
+    to_numpy,
+)
+from rope_ref._core.foreign import is_mlx_array, on_host
+from rope_ref._core.frequencies import check_seq_len, max_plus_one, move_tables, tables
+from rope_ref._core.positions import (
+    as_positions,
+    check_offset,
+    default_positions,
+    lay_out,
+    normalize_seq_axis,
+    shift,
+)
+from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_axis, check_choice, check_not_masked
+from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
+from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.table_cache import positions_key, table_cache
+
+__all__ = ["apply_rope", "apply_rope_qk"]
+
+
+def apply_rope(
+    x: Array,
+    /,
+    spec: RopeSpec | None = None,
+    positions: Array | None = None,
+    *,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    seq_len: float | None = None,
+    form: Form = "rotate_half",
+    backend: BackendName = "reference",
+    out: Array | None = None,
+    role: Role | None = None,
+) -> Array:
+    r"""Rotate the features of `x` by their positions: rotary position embedding.
+
+    Parameters
+    ----------
+    x : array
+        Queries or keys, shape ``(..., head_dim)``, real floating dtype, any array-API
+        namespace (NumPy, PyTorch, JAX, CuPy, Dask, array-api-strict); MLX arrays too
+        (computed on the host, returned as MLX arrays of the same dtype).
+    spec : RopeSpec, optional
+        The embedding; ``RopeSpec(head_dim=x.shape[-1])`` (LLaMA defaults) when omitted.
+    positions : array_like, optional
+        Real positions. ``None`` means ``arange(x.shape[seq_axis])``. A 1-D array of length
+        ``x.shape[seq_axis]`` is laid along `seq_axis`; HF-style ``(batch, seq)`` ids are
+        read along axis 0 and `seq_axis` (never against the trailing axes when seq and
+        heads happen to match; when they could also be a right-aligned grid, e.g. batch ==
+        heads with `seq_axis` last, it raises: write ``positions[:, None, :]``); any other
+        grid must broadcast to ``x.shape[:-1]`` (per-batch position ids, packed
+        sequences, left padding). Multi-axis specs take a trailing axis of
+        ``spec.n_axes``.
+    offset : float, default 0
+        Added to every position (e.g. the KV-cache length while decoding): exactly for
+        integers while the sum fits int64, else in float64; an overflow is a ValueError
+        (see the Precision page).
+    seq_axis : int, default -2
+        Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
+        ``(batch, seq)``, and checked always (it must name an axis other than the last).
+    inverse : bool, default False
+        Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
+        is what a backward pass applies to gradients. With an attention factor or xPos
+        scale :math:`a \ne 1` the transpose keeps the scale, :math:`(aR)^\top = aR^\top`,
+        as flash-attn's ``conjugate`` and vLLM's ``inverse`` do.
+    seq_len : float, optional
+        Sequence length for length-dependent scalings; defaults to ``max(positions) + 1``.
+        A KV cache needs it explicitly, so that cached keys and new queries share one set
+        of frequencies.
+    form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
+        How the reference backend computes the rotation; all three agree to rounding.
+    backend : {"reference", "numba", "cupy", "auto"}, default "reference"
+        ``"reference"`` rotates in float64 and rounds once. ``"cupy"`` takes CuPy arrays,
+        PyTorch CUDA tensors and JAX GPU arrays. ``"auto"`` picks a kernel for NumPy
+        (numba) or such CUDA arrays (cupy) when installed and when it takes x's dtype,
+        else the reference.
+    out : array, optional
+        Output buffer for kernel backends; may be `x` itself (in-place).
+    role : {"query", "key"}, optional
+        Required when ``spec.xpos`` is set.
+
+    Returns
+    -------
+    array
+        Same namespace, device, dtype and shape as `x`.
+
+    Raises
+    ------
+    TypeError
+        If `x` is not a real floating array, or `positions`/`spec` have the wrong type.
+    ValueError
+        If shapes or values do not fit; the message names the parameter.
+    ModuleNotFoundError
+        If a kernel backend's optional dependency is missing.
+
+    See Also
+    --------
+    apply_rope_qk : queries and keys in one call.
+    rope_cos_sin : the tables used here.
+
+    Notes
+    -----
+    For pair :math:`j` at position :math:`p`, with :math:`\phi = p\,\theta_j`,
+
+    .. math::
+        \begin{pmatrix} a' \\ b' \end{pmatrix} =
+        \begin{pmatrix} \cos\phi & -\sin\phi \\ \sin\phi & \cos\phi \end{pmatrix}
+        \begin{pmatrix} a \\ b \end{pmatrix},
+
+    so that :math:`\langle R_m q, R_n k\rangle` depends on :math:`n - m` only [1]_.
+
+    References
+    ----------
+    .. [1] J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding",
+       arXiv:2104.09864 (2021).
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> import rope_ref as rr
+    >>> x = xp.ones((3, 4), dtype=xp.float64)       # 3 tokens, head_dim 4
+    >>> y = rr.apply_rope(x)                         # positions 0, 1, 2
+    >>> float(xp.max(xp.abs(rr.apply_rope(y, inverse=True) - x))) < 1e-15
+    True
+    >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
+    Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
+    """
+    if positions is None and role is None and form == "rotate_half":
+        kernel = _numpy_kernel(backend, x)
+        if kernel is not None:
+            result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
+            if result is not None:
+                return result
+    if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+        if result is not None:
+            return result
+    if is_mlx_array(x):  # checked here, not by a decorator: the fast paths above stay short
+        return on_host(
+            apply_rope, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
+            seq_len=seq_len, form=form, backend=backend, out=out, role=role,
+        )  # fmt: skip
+    xp = _check_x(x, "x")
+    spec = _resolve_spec(spec, x)
+    form = check_choice("form", form, FORMS)
+    name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
+    inverse = _check_bool("inverse", inverse)
+    _check_kernel_options(name, form, out)
+    _check_kernel_dtype(name, x, "x")
+    cos, sin = _tables_for(
+        x,
+        spec,
+        positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        seq_len=seq_len,
+        role=role,
+        xp=xp,
+        dtype=_table_dtype(name, x, xp),
+    )
+    if name == "reference":
+        return reference.rotate(
+            x,
+            cos,
+            sin,
+            layout=spec.layout,
+            rotary_start=spec.rotary_start,
+            inverse=inverse,
+            form=form,
+            xp=xp,
+        )
+    return load_backend(name).rotate(
+        x,
+        cos,
+        sin,
+        layout=spec.layout,
+        rotary_start=spec.rotary_start,
+        inverse=inverse,
+        out=out,
+    )
+
+
+def apply_rope_qk(
+    q: Array,
+    k: Array,
+    /,
+    spec: RopeSpec | None = None,
+    positions: Array | None = None,
+    *,
+    k_positions: Array | None = None,
+    offset: float = 0,
+    seq_axis: int = -2,
+    inverse: bool = False,
+    seq_len: float | None = None,
+    form: Form = "rotate_half",
+    backend: BackendName = "reference",
+) -> tuple[Array, Array]:
+    """Rotate queries and keys with one set of frequencies.
+
+    Parameters
+    ----------
+    q, k : array
+        Queries and keys, shape ``(..., head_dim)``; they may differ in sequence length and
+        number of heads (GQA).
+    spec : RopeSpec, optional
+        As for `apply_rope`.
+    positions : array_like, optional
+        Query positions. When both `positions` and `k_positions` are None, keys get
+        ``offset + arange(k_len)`` and queries the *last* ``q_len`` of those positions
+        (decoding against a KV cache); when only `positions` is given, keys share it.
+    k_positions : array_like, optional
+        Key positions.
+    offset, seq_axis, inverse, form, backend
+        As for `apply_rope`.
+    seq_len : float, optional
+        Shared by queries and keys; defaults to ``max(all positions) + 1``, so that
+        length-dependent scalings rotate both with the same frequencies.
+
+    Returns
+    -------
+    q_rot, k_rot : array
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> import rope_ref as rr
+    >>> q = xp.ones((1, 4), dtype=xp.float64)          # one new query token
+    >>> k = xp.ones((5, 4), dtype=xp.float64)          # five cached keys
+    >>> q2, k2 = rr.apply_rope_qk(q, k)                # q at position 4
+    >>> bool(xp.all(q2 == k2[4:, :]))
+    True
+    """
+    if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
+        result = _cuda_call().apply_qk(
+            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+        )
+        if result is not None:
+            return result  # type: ignore[no-any-return]
+    if is_mlx_array(q):  # checked here, not by a decorator: the CUDA path above stays short
+        return on_host(  # type: ignore[no-any-return]
+            apply_rope_qk, q, k, spec, positions, k_positions=k_positions, offset=offset,
+            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+        )  # fmt: skip
+    xp = _check_x(q, "q")
+    if _check_x(k, "k") is not xp:
+        msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
+        raise TypeError(msg)
+    spec = _resolve_spec(spec, q, "q")
+    if k.shape[-1] != spec.head_dim:
+        msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
+        raise ValueError(msg)
+    if positions is None:
+        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
+        if k_positions is None:
+            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
+            k_positions = default_positions(
+                k_len, check_offset(offset), xp=xp, dev=device(k), n_axes=spec.position_axes
+            )
+            offset = 0
+        positions = _newest(k_positions, q_len, spec, xp=xp, dev=device(k))
+    elif k_positions is None:
+        k_positions = positions
+    if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
+        seq_len = _joint_seq_len(spec, positions, k_positions, offset)
+    roles: tuple[Role | None, Role | None] = (
+        ("query", "key") if spec.xpos is not None else (None, None)
+    )
+    name = _resolve_backend(check_choice("backend", backend, BACKENDS), q)
+    if name != "reference" and hasattr(load_backend(name), "rotate_qk"):
+        return _kernel_qk(
+            name,
+            q,
+            k,
+            spec,
+            (positions, k_positions),
+            roles,
+            offset=offset,
+            seq_axis=seq_axis,
+            inverse=_check_bool("inverse", inverse),
+            seq_len=seq_len,
+            form=check_choice("form", form, FORMS),
+            xp=xp,
+        )
+    q_rot, k_rot = (
+        apply_rope(
+            a,
+            spec,
+            p,
+            offset=offset,
+            seq_axis=seq_axis,
+            inverse=inverse,
+            seq_len=seq_len,
+            form=form,
+            backend=backend,
+            role=role,
+        )
+        for a, p, role in ((q, positions, roles[0]), (k, k_positions, roles[1]))
+    )
+    return q_rot, k_rot
+
+
+def _check_x(x: Array, name: str) -> ArrayNamespace:
+    if not array_api_compat.is_array_api_obj(x):
+        msg = f"`{name}` must be an array; got {type(x).__name__}."
+        raise TypeError(msg)
+    check_not_masked(name, x)
+    xp = array_namespace(x, name=name)
+    if not is_real_floating(xp, x.dtype):
+        msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
+        raise TypeError(msg)
+    if x.ndim == 0:
+        msg = f"`{name}` must have a feature axis; got a 0-d array."
+        raise ValueError(msg)
+    return xp
+
+
+def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
+    if spec is None:
+        return RopeSpec(head_dim=x.shape[-1])
+    spec = check_spec(spec)
+    if x.shape[-1] != spec.head_dim:
+        msg = (
+            f"`{name}` must have spec.head_dim = {spec.head_dim} features on its last axis; "
+            f"got shape {tuple(x.shape)}."
+        )
+        raise ValueError(msg)
+    return spec
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        msg = f"`{name}` must be True or False; got {value!r}."
+        raise TypeError(msg)
+    return value
+
+
+def _tables_for(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: int,
+    seq_len: float | None,
+    role: Role | None,
+    xp: ArrayNamespace,
+    dtype: object | None,
+) -> tuple[Array, Array]:
+    """Validated positions laid out against x, then float64 cos/sin of the grid.
+
+    Where x's namespace or device has no float64, positions stay on the host (NumPy int64 /
+    float64) and only the finished tables move, rounded once to float32. The tables are
+    then cast to `dtype` (None keeps them). For NumPy arrays, tables are cached by value
+    (see `rope_ref._engine.table_cache`), so repeated calls on the same positions skip building.
+    """
+
+    def build() -> tuple[Array, Array]:
+        cos, sin = _build_tables(
+            x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role,
+            xp=xp,
+        )  # fmt: skip
+        if dtype is None or cos.dtype == dtype:
+            return cos, sin
+        return xp.astype(cos, dtype), xp.astype(sin, dtype)
+
+    if not array_api_compat.is_numpy_namespace(xp):
+        return build()
+    # What the key holds is validated first: a cache hit must refuse what a miss refuses.
+    offset = check_offset(offset)
+    seq_axis = check_axis("seq_axis", seq_axis)
+    seq_len = check_seq_len(seq_len)
+    if not (positions is None or _plain_real_array(positions)):
+        return build()  # Python sequences, object arrays, masked arrays: validated there
+    key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
+    return build() if key is None else table_cache.get_or_build(key, build)
+
+
+def _plain_real_array(positions: object) -> bool:
+    """Whether `positions` is a plain NumPy array of integers or reals (keyable by bytes)."""
+    return type(positions) is np.ndarray and positions.dtype.kind in "iuf"
+
+
+def _cache_key(
+    x: Array,
+    spec: RopeSpec,
+    positions: object,
+    offset: object,
+    seq_axis: object,
+    seq_len: object,
+    role: object,
+    dtype: object,
+) -> Hashable | None:
+    """Everything that shapes the tables, by value; None when something cannot be keyed."""
+    p_key = positions_key(positions)
+    if p_key is None:
+        return None
+    key = (spec, p_key, type(offset), offset, seq_axis, tuple(x.shape[:-1]), seq_len, role, dtype)
+    try:
+        hash(key)
+    except TypeError:  # e.g. a user scaling rule that is not hashable
+        return None
+    return key
+
+
+def _build_tables(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: int,
+    seq_len: float | None,
+    role: Role | None,
+    xp: ArrayNamespace,
+) -> tuple[Array, Array]:
+    p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    return (cos, sin) if pxp is xp else move_tables(cos, sin, xp=xp, dev=device(x))
+
+
+def laid_out_positions(
+    x: Array,
+    spec: RopeSpec,
+    positions: Array | None,
+    *,
+    offset: object,
+    seq_axis: object,
+    xp: ArrayNamespace,
+) -> tuple[Array, ArrayNamespace]:
+    """Validated positions laid out against `x`, and their namespace.
+
+    The namespace is x's when it has float64 on x's device, else NumPy on the host (the
+    caller then moves the finished tables with `move_tables`).
+    """
+    offset = check_offset(offset)
+    seq_axis = check_axis("seq_axis", seq_axis)
+    dev = device(x)
+    on_host = not has_float64(xp, dev)
+    pxp, pdev = (host_namespace(), None) if on_host else (xp, dev)
+    axis: int | None
+    if positions is None:
+        axis = normalize_seq_axis(seq_axis, x.ndim)
+        p = default_positions(x.shape[axis], offset, xp=pxp, dev=pdev, n_axes=spec.position_axes)
+    else:
+        if on_host and is_array(positions) and array_namespace(positions) is xp:
+            positions = _host_positions(positions)
+        p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
+        p = shift(p, offset, pxp)
+        axis = normalize_seq_axis(seq_axis, x.ndim)
+    return lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp), pxp
+
+
+def _host_positions(positions: Array) -> Array:
+    """Copy positions to the host for float64 tables; traced arrays cannot be copied."""
+    try:
+        return to_numpy(positions)
+    except Exception as err:  # e.g. a JAX tracer under jit without x64
+        msg = (
+            "`positions` must be readable when x's namespace has no float64 (tables are built "
+            "on the host in float64): pass NumPy positions, or enable float64 (for JAX, "
+            f"jax_enable_x64); got a {type(positions).__name__}."
+        )
+        raise ValueError(msg) from err
+
+
+def _newest(
+    k_positions: Array, q_len: int, spec: RopeSpec, *, xp: ArrayNamespace, dev: object
+) -> Array:
+    """The last `q_len` key positions along the last grid axis: the queries' positions."""
+    p = as_positions(k_positions, xp=xp, dev=dev, n_axes=spec.position_axes)
+    grid_ndim = p.ndim - (0 if spec.sections is None else 1)
+    if grid_ndim == 0 or p.shape[grid_ndim - 1] < q_len:
+        msg = (
+            f"`q` must not have more tokens ({q_len}) than there are key positions when "
+            f"query positions are omitted; got key positions of shape {tuple(p.shape)}."
+        )
+        raise ValueError(msg)
+    start = p.shape[grid_ndim - 1] - q_len
+    index = (slice(None),) * (grid_ndim - 1) + (slice(start, None),)
+    return p[index]
+
+
+def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) -> float:
+    """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
+    arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
+    tops = [max_plus_one(p, array_namespace(p)) for p in arrays]
+    return max(tops) + float(check_offset(offset))
+
+
+def _kernel_qk(
+    name: str,
+    q: Array,
+    k: Array,
+    spec: RopeSpec,
+    positions: tuple[Array | None, Array | None],
+    roles: tuple[Role | None, Role | None],
+    *,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    xp: ArrayNamespace,
+) -> tuple[Array, Array]:
+    """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
+    _check_kernel_options(name, form, None)
+    _check_kernel_dtype(name, q, "q")
+    _check_kernel_dtype(name, k, "k")
+    (cq, sq), (ck, sk) = (
+        _tables_for(
+            a,
+            spec,
+            p,
+            offset=offset,
+            seq_axis=seq_axis,
+            seq_len=seq_len,
+            role=role,
+            xp=xp,
+            dtype=_table_dtype(name, a, xp),
+        )
+        for a, p, role in zip((q, k), positions, roles, strict=True)
+    )
+    q_rot, k_rot = load_backend(name).rotate_qk(
+        q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse
+    )
+    return q_rot, k_rot
+
+
+def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
+    if name == "reference":
+        if out is not None:
+            msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
+            raise ValueError(msg)
+    elif form != "rotate_half":
+        msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
+        raise ValueError(msg)
+
+
+def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
+    """TypeError naming the backend when its kernel does not take x's dtype."""
+    dtypes = _KERNEL_DTYPES.get(name)
+    if dtypes is not None and dtype_name(x.dtype) not in dtypes:
+        msg = f"`{what}` must be one of {', '.join(dtypes)} for backend={name!r}; got {x.dtype}."
+        raise TypeError(msg)
+
+
+def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
+    """The dtype of a backend's tables: None (as built) for the reference, else the kernel's.
+
+    Kernels compute in float64 for float64 `x` and in float32 otherwise.
+    """
+    if name == "reference":
+        return None
+    dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
+    return dtype
+
+
+def _cuda_backend(backend: object) -> bool:
+    return type(backend) is str and backend in ("cupy", "auto")
+
+
+@functools.cache
+def _cuda_call() -> ModuleType:
+    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy)."""
+    return importlib.import_module("rope_ref.backends.cuda_call")
+
+
+def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
+    """The Numba kernel module when it will rotate NumPy `x`, else None."""
+    if type(x) is not np.ndarray or backend not in ("numba", "auto"):
+        return None
+    try:
+        return load_backend("numba")
+    except ModuleNotFoundError:
+        return None
+
+
+#: The dtypes each kernel rotates; "auto" gives the reference anything else.
+_KERNEL_DTYPES = {
+    "numba": ("float16", "float32", "float64"),
+    "cupy": ("float16", "bfloat16", "float32", "float64"),
+}
+
+
+def _resolve_backend(backend: str, x: Array) -> str:
+    """The backend for `x`: `backend` itself unless "auto".
+
+    "auto" picks numba for NumPy arrays and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
+    a tensor that records gradients, never: the kernels are not differentiable); otherwise
+    the reference.
+    """
+    if backend != "auto":
+        return backend
+    if array_api_compat.is_numpy_array(x):
+        kernel = "numba"
+    elif is_cuda_array(x) and not records_grad(x):
+        kernel = "cupy"
+    else:
+        return "reference"
+    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and available_backends()[kernel] is None:
+        return kernel
+    return "reference"

@@ -1,0 +1,254 @@
+"""The short road for the commonest kernel call: NumPy `x`, positions from an offset.
+
+A decoding model calls `apply_rope` once per token per layer on a few kilobytes, so the
+general path's validation and position plumbing would cost several times the rotation.
+This path serves ``positions=None`` with a plain spec (no xPos, no sections) for the
+kernel backends, in two steps:
+
+- What depends only on the call's geometry (the spec, x's shape, strides and dtype,
+  `seq_axis`, `inverse`, `seq_len`) is checked and planned once and kept in a `_Call`,
+  found again by a dictionary look-up on those values (the spec by identity).
+- The tables come from `_OffsetTables`: rows of cached blocks of `BLOCK` positions, shared
+  by every call and every sequence with the same spec, dtype and `seq_len`, and bounded
+  in bytes (`rope_ref._engine.table_cache.offset_cache`), so the cost per call does not grow
+  with the number of sequences decoding at once.
+
+Anything this path does not recognise, including every invalid input, goes back to the
+general path, which raises the documented errors. The tables are the general path's
+float64 construction (`rope_ref._core.positions.default_positions`, then
+`rope_ref._core.frequencies.tables`), rounded once to the kernel's dtype: every row of a block
+is the same computation for the same position, so the results are bit-identical.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from rope_ref._core.frequencies import tables
+from rope_ref._core.positions import default_positions
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.table_cache import offset_cache
+
+__all__ = ["numpy_kernel_call"]
+
+#: Positions per cached block of tables (a power of two).
+BLOCK_BITS = 6
+BLOCK = 1 << BLOCK_BITS
+#: Calls longer than this many blocks build their tables in one piece.
+MAX_BLOCKS_PER_CALL = 4
+#: Integer offsets of at least this size are not exact in int64 arithmetic everywhere;
+#: the general path computes them in float64, and so does this one (`_at`).
+EXACT_INT = 2**62
+#: Most call geometries remembered (then all are forgotten at once).
+MAX_CALLS = 256
+
+_KERNEL_DTYPES: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(np.float16): np.dtype(np.float32),
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.float64): np.dtype(np.float64),
+}
+
+
+def numpy_kernel_call(
+    kernel: ModuleType,
+    x: Any,
+    spec: object,
+    offset: object,
+    seq_axis: object,
+    inverse: object,
+    seq_len: object,
+    out: Any,
+) -> Any | None:
+    """`kernel` rotates `x` at ``offset + arange(S)``; None: take the general path."""
+    if (
+        type(x) is not np.ndarray
+        or type(seq_axis) is not int
+        or type(inverse) is not bool
+        or not (seq_len is None or type(seq_len) is int or type(seq_len) is float)
+    ):
+        return None
+    key = (id(spec), x.shape, x.strides, x.dtype, seq_axis, inverse, seq_len)
+    call = _calls.get(key)
+    if call is None or call.spec is not spec:
+        call = _prepare(kernel, x, spec, seq_axis, inverse, seq_len)
+        if call is None:
+            return None
+        if len(_calls) >= MAX_CALLS:
+            _calls.clear()
+        _calls[key] = call
+    return call(x, offset, out)
+
+
+class _Call:
+    """A call of one geometry: the kernel's launch, the table source, the block bounds.
+
+    Calling it rotates `x` at ``offset + arange(length)`` (None: take the general path).
+    """
+
+    __slots__ = ("first", "last", "launch", "length", "spec", "tables")
+
+    def __init__(self, spec: object, launch: Any, tables: _OffsetTables, length: int) -> None:
+        self.spec, self.launch, self.tables, self.length = spec, launch, tables, length
+        # Integer offsets in [first, last] read their rows from one block or several.
+        self.first, self.last = tables.block_offsets(length)
+
+    def __call__(self, x: np.ndarray, offset: object, out: Any) -> Any | None:
+        if type(offset) is int and self.first <= offset <= self.last:
+            row = offset & (BLOCK - 1)
+            if row + self.length <= BLOCK:  # the common case, inline: rows of one block
+                block = offset >> BLOCK_BITS
+                hit = offset_cache.get((self.tables.id, block)) or self.tables.block(block)
+                if hit is not None:
+                    return self.launch(x, out, hit[0], hit[1], row)
+        rows = self.tables.rows(offset, self.length)
+        return None if rows is None else self.launch(x, out, *rows)
+
+
+_calls: dict[tuple[Any, ...], _Call] = {}
+
+
+def _prepare(
+    kernel: ModuleType, x: np.ndarray, spec: object, seq_axis: int, inverse: bool, seq_len: Any
+) -> _Call | None:
+    """Check everything that does not change from call to call; None if unusual."""
+    dtype = _KERNEL_DTYPES.get(x.dtype)
+    if dtype is None or x.ndim < 2:
+        return None
+    s = _default_spec(x.shape[-1]) if spec is None else spec
+    if (
+        type(s) is not RopeSpec  # including None: no default spec for this head_dim
+        or s.head_dim != x.shape[-1]
+        or s.xpos is not None
+        or s.sections is not None
+        or not -x.ndim <= seq_axis < x.ndim
+        or seq_axis % x.ndim == x.ndim - 1
+        or not (seq_len is None or (_finite(seq_len) and seq_len > 0))
+    ):
+        return None
+    axis = seq_axis % x.ndim
+    table_shape = [1] * x.ndim
+    table_shape[axis] = x.shape[axis]
+    table_shape[-1] = s.n_pairs
+    launch = kernel.prepare(
+        x.shape, x.strides, x.dtype, tuple(table_shape), s.layout, s.rotary_start, inverse
+    )
+    return _Call(spec, launch, _offset_tables(s, dtype, seq_len), x.shape[axis])
+
+
+@functools.lru_cache(maxsize=64)
+def _default_spec(head_dim: int) -> RopeSpec | None:
+    try:
+        return RopeSpec(head_dim=head_dim)
+    except ValueError:  # e.g. an odd head_dim: the general path says so
+        return None
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float range
+        return False
+
+
+class _OffsetTables:
+    """cos/sin rows for ``offset + arange(length)``, for one spec, dtype and `seq_len`.
+
+    Integer positions below `EXACT_INT` (offsets given as int, or as integral floats,
+    which the general path treats alike) come from cached blocks of `BLOCK` positions:
+    a call within one block reads its rows in place, a short call across blocks joins
+    theirs. The others (fractional offsets, huge ones, long calls, and length-dependent
+    scalings without `seq_len`, whose frequencies depend on the call's positions) are
+    built for the call itself and cached under its offset and length.
+    """
+
+    def __init__(self, spec: RopeSpec, dtype: np.dtype[Any], seq_len: float | None) -> None:
+        self.spec, self.dtype, self.seq_len = spec, dtype, seq_len
+        self.blocks = spec.scaling is None or seq_len is not None
+        self.id = next(_source_ids)  # a cheap key for the shared cache
+
+    def rows(self, offset: object, length: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """``(cos, sin, first_row)``: tables whose row `first_row` is at `offset`.
+
+        None when `offset` is not a finite real number (the general path says why).
+        """
+        if type(offset) is float:
+            if not math.isfinite(offset):
+                return None
+            if offset.is_integer() and abs(offset) < EXACT_INT:
+                offset = int(offset)  # as the general path: integer positions
+        elif type(offset) is not int:
+            return None
+        first, last = self.block_offsets(length)
+        if type(offset) is int and first <= offset <= last:
+            block, row = divmod(offset, BLOCK)
+            blocks = range(block, (offset + length - 1) // BLOCK + 1)
+            parts = [self.block(b) for b in blocks]
+            if len(parts) == 1 and parts[0] is not None:
+                return (*parts[0], row)
+            if all(part is not None for part in parts):
+                stop = row + length
+                cos, sin = (np.concatenate([p[i] for p in parts])[row:stop] for i in (0, 1))  # type: ignore[index]
+                cos.flags.writeable = sin.flags.writeable = False  # as cached tables
+                return cos, sin, 0
+        return self._at(offset, length)
+
+    def block_offsets(self, length: int) -> tuple[float, float]:
+        """The integer offsets whose `length` rows come from blocks: ``[first, last]``.
+
+        Every position of every block touched must be below `EXACT_INT` in magnitude, so
+        that the block is built as exactly as the general path builds the call's positions.
+        """
+        if not self.blocks or length > MAX_BLOCKS_PER_CALL * BLOCK:
+            return math.inf, -math.inf
+        return -EXACT_INT + BLOCK, EXACT_INT - length
+
+    def block(self, block: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Rows ``block * BLOCK`` to ``(block + 1) * BLOCK - 1``, cached.
+
+        None when an angle of the block overflows: whether the call's own positions do is
+        then `_at`'s (and the general path's) question.
+        """
+        key = (self.id, block)
+        hit = offset_cache.get(key)
+        if hit is not None:
+            return hit
+        try:
+            built = self._build(BLOCK, block * BLOCK)
+        except ValueError:
+            return None
+        return offset_cache.add(key, *built)
+
+    def _at(self, offset: Any, length: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The call's own rows; None where the general path must decide (and say why)."""
+        try:
+            float(offset)
+        except OverflowError:  # an int beyond float range
+            return None
+        key = (self.id, type(offset), offset, length)
+        hit = offset_cache.get(key)
+        if hit is None:
+            try:
+                hit = offset_cache.add(key, *self._build(length, offset))
+            except ValueError:  # an overflow: the general path raises the documented error
+                return None
+        return hit[0], hit[1], 0
+
+    def _build(self, length: int, offset: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The general path's tables for ``offset + arange(length)``, ``(length, n_pairs)``."""
+        p = default_positions(length, offset, xp=np, dev=None)
+        cos, sin = tables(self.spec, p, xp=np, seq_len=self.seq_len, role=None)
+        return np.asarray(cos, dtype=self.dtype), np.asarray(sin, dtype=self.dtype)
+
+
+_source_ids = itertools.count()
+
+
+@functools.lru_cache(maxsize=64)
+def _offset_tables(spec: RopeSpec, dtype: np.dtype[Any], seq_len: float | None) -> _OffsetTables:
+    return _OffsetTables(spec, dtype, seq_len)

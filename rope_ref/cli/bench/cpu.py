@@ -1,0 +1,257 @@
+"""What `rope-ref bench` times: a copy baseline, rope_ref's backends and installed peers.
+
+Each implementation's ``prepare(x)`` takes the host array of a case, sets up its inputs
+(tables, device copies, compiled functions) outside the timing, and returns the call to
+time. Peers get their cos/sin tables precomputed, as a model shares them across layers;
+rope_ref's calls include building tables (served from the cache after the first call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rope_ref._core.aliases import BackendName
+from rope_ref._core.frequencies import rope_cos_sin
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.api import apply_rope, apply_rope_qk
+from rope_ref._engine.dispatch import available_backends
+from rope_ref._engine.fast_path import BLOCK
+
+if TYPE_CHECKING:
+    from rope_ref.cli.bench.harness import Case
+
+__all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
+
+Prepared = Callable[[], object]
+
+#: The parallel copy baseline copies smaller arrays on the calling thread, as the kernel does.
+SERIAL_COPY_BYTES = 1 << 20
+
+
+class Unavailable(Exception):  # noqa: N818 - reads as a verdict: raise Unavailable(why)
+    """An implementation that cannot run here; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One timed implementation."""
+
+    name: str
+    kind: str  # "baseline", "floor", "backend" or "peer"
+    prepare: Callable[[np.ndarray], Prepared]
+    note: str = ""
+
+
+def implementations(case: Case) -> list[Impl]:
+    """The implementations to time for `case`, baseline first."""
+    if case.device in ("gpu", "host"):
+        from rope_ref.cli.bench.gpu import gpu_implementations, host_implementations
+
+        return (gpu_implementations if case.device == "gpu" else host_implementations)(case)
+    impls = [_cpu_copy(case)]
+    backends = available_backends()
+    if case.sequences:
+        return impls + _decoding(
+            case.sequences, "numba" if backends["numba"] is None else "reference"
+        )
+    impls.append(Impl("reference", "backend", _backend("reference", case.qk)))
+    if backends["numba"] is None:
+        impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
+        if not case.qk:
+            impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
+        if not case.qk and case.shape[1] == 1:
+            impls.append(Impl("numba offset+1", "backend", _next_token, NEXT_TOKEN_NOTE))
+    if _installed("torch"):
+        impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
+        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
+    if _installed("rotary_embedding_torch") and not case.qk:
+        impls.append(
+            Impl("rotary-embedding-torch", "peer", _rotary_embedding_torch, "(B, H, S, D) layout")
+        )
+    return impls
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _second(x: np.ndarray) -> np.ndarray:
+    """The keys of a q+k case: another array like `x`."""
+    return np.random.default_rng(1).standard_normal(x.shape).astype(x.dtype)
+
+
+# -- CPU ---------------------------------------------------------------------------------
+
+
+def _cpu_copy(case: Case) -> Impl:
+    if available_backends()["numba"] is None:
+        return Impl("copy (parallel)", "baseline", functools.partial(_parallel_copy, qk=case.qk))
+    return Impl("copy (numpy)", "baseline", functools.partial(_numpy_copy, qk=case.qk))
+
+
+def _numpy_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    arrays = [x, _second(x)] if qk else [x]
+    return lambda: [a.copy() for a in arrays]
+
+
+def _parallel_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    """A fresh array filled by all of numba's threads: what a kernel's output costs."""
+    copy = _numba_copy_kernel()
+    arrays = [x, _second(x)] if qk else [x]
+
+    def run() -> list[np.ndarray]:
+        outs = []
+        for a in arrays:
+            if a.nbytes < SERIAL_COPY_BYTES:  # waking threads would cost more than copying
+                outs.append(a.copy())
+                continue
+            out = np.empty_like(a)
+            copy(a.reshape(-1), out.reshape(-1))
+            outs.append(out)
+        return outs
+
+    return run
+
+
+@functools.cache
+def _numba_copy_kernel() -> Callable[[np.ndarray, np.ndarray], None]:
+    import numba
+    from numba import njit, prange
+
+    @njit(parallel=True, nogil=True)
+    def copy(src: np.ndarray, dst: np.ndarray) -> None:  # pragma: no cover - numba
+        n = src.shape[0]
+        chunks = 4 * numba.get_num_threads()
+        for k in prange(chunks):
+            lo, hi = n * k // chunks, n * (k + 1) // chunks
+            dst[lo:hi] = src[lo:hi]
+
+    return copy
+
+
+def _backend(name: BackendName, qk: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        if qk:
+            k = _second(x)
+            return lambda: apply_rope_qk(x, k, spec, seq_axis=-3, backend=name)
+        return lambda: apply_rope(x, spec, seq_axis=-3, backend=name)
+
+    return prepare
+
+
+def _numba_in_place(x: np.ndarray) -> Prepared:
+    buf = x.copy()
+    spec = RopeSpec(x.shape[-1])
+    return lambda: apply_rope(buf, spec, seq_axis=-3, backend="numba", out=buf)
+
+
+NEXT_TOKEN_NOTE = "offset one token on per call"
+#: Decoding sequences start this many positions apart (each in blocks of its own).
+SEQUENCE_SPACING = 1024
+
+
+def _next_token(x: np.ndarray) -> Prepared:
+    """A decode loop's call: `offset` one token on from the last call's."""
+    spec, tokens = RopeSpec(x.shape[-1]), itertools.count()
+    return lambda: apply_rope(x, spec, offset=next(tokens), seq_axis=-3, backend="numba")
+
+
+def _decoding(n: int, backend: BackendName) -> list[Impl]:
+    """`n` sequences decoding in turn, by `offset` and by `positions`."""
+    return [
+        Impl(f"{backend} offset=", "backend", _in_turn(n, backend, 0, by_positions=False)),
+        Impl(f"{backend} positions=", "backend", _in_turn(n, backend, 0, by_positions=True)),
+        Impl(
+            f"{backend} offset= past 2**62",
+            "backend",
+            _in_turn(n, backend, 2**62, by_positions=False),
+            "beyond int64-exact offsets",
+        ),
+    ]
+
+
+def _in_turn(
+    n: int, backend: BackendName, base: int, *, by_positions: bool
+) -> Callable[[np.ndarray], Prepared]:
+    """Each call rotates `x` as the next token of the next of `n` sequences.
+
+    Sequence i starts at ``base + i * SEQUENCE_SPACING`` plus a shift that spreads the
+    sequences' moves to a new block of cached positions evenly over the calls, as
+    sequences of unrelated lengths do. One round of calls runs here, untimed, so that
+    the timing sees the steady state rather than the first touch of each sequence.
+    """
+
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        length = x.shape[1]
+        starts = [base + i * SEQUENCE_SPACING + (i * BLOCK) // n for i in range(n)]
+        calls = itertools.count()
+
+        def run() -> object:
+            k = next(calls)
+            at = starts[k % n] + (k // n) * length
+            if by_positions:
+                p = np.arange(at, at + length)
+                return apply_rope(x, spec, p, seq_axis=-3, backend=backend)
+            return apply_rope(x, spec, offset=at, seq_axis=-3, backend=backend)
+
+        for _ in range(n):
+            run()
+        return run
+
+    return prepare
+
+
+def _hf_tables(torch: Any, x: np.ndarray, dtype: Any, device: str) -> tuple[Any, Any]:
+    """HF's cos/sin of shape (1, S, 1, D) (both halves), cast to the activations' dtype."""
+    cos, sin = rope_cos_sin(RopeSpec(x.shape[-1]), np.arange(x.shape[1]))
+    cos, sin = (np.concatenate([t, t], axis=-1)[None, :, None, :] for t in (cos, sin))
+    return (torch.from_numpy(t).to(device=device, dtype=dtype) for t in (cos, sin))  # type: ignore[return-value]
+
+
+def hf_style(q: Any, cos: Any, sin: Any) -> Any:
+    """HF transformers' ``q * cos + rotate_half(q) * sin``, ``rotate_half = cat(-x2, x1)``."""
+    import torch
+
+    half = q.shape[-1] // 2
+    return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
+
+
+def _torch_hf(case: Case, *, compiled: bool) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        import torch
+
+        device = "cuda" if case.device == "gpu" else "cpu"
+        dtype = getattr(torch, case.dtype)
+        arrays = [x, _second(x)] if case.qk else [x]
+        tensors = [
+            torch.from_numpy(a.astype(np.float32)).to(device=device, dtype=dtype) for a in arrays
+        ]
+        cos, sin = _hf_tables(torch, x, dtype, device)
+        fn = hf_style
+        if compiled:
+            try:
+                fn = torch.compile(hf_style, dynamic=False)
+            except Exception as err:  # pragma: no cover - depends on the toolchain
+                msg = f"torch.compile failed: {err}"
+                raise Unavailable(msg) from err
+        return lambda: [fn(t, cos, sin) for t in tensors]
+
+    return prepare
+
+
+def _rotary_embedding_torch(x: np.ndarray) -> Prepared:
+    import torch
+    from rotary_embedding_torch import RotaryEmbedding
+
+    t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3)))
+    rotary = RotaryEmbedding(dim=x.shape[-1])
+    return lambda: rotary.rotate_queries_or_keys(t)

@@ -1,0 +1,213 @@
+"""`rope-ref check`: test any RoPE callable against the oracle and diagnose mismatches."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register"]
+
+_CONVENTION_HELP = {
+    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy), "
+    "positions as --positions says (int64 (seq,) by default)",
+    "hf": "fn(q, k, cos, sin) -> (q, k): torch (batch, heads, seq, head_dim), cos/sin "
+    "(batch, seq, rotary_dim) as transformers' apply_rotary_pos_emb takes them",
+    "cos_sin": "fn(x, cos, sin): torch x (batch, seq, heads, head_dim), half-width cos/sin "
+    "(seq, rotary_dim/2) as flash-attn takes them",
+    "complex": "fn(x, freqs_cis) or fn(xq, xk, freqs_cis): torch x (batch, seq, heads, "
+    "head_dim), complex freqs_cis (seq, rotary_dim/2) as Meta LLaMA",
+}
+
+
+class _ImportFailedError(Exception):
+    pass
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add this module's subcommands to `commands`."""
+    parser = commands.add_parser(
+        "check",
+        help="test a RoPE function against the oracle; shrink and diagnose a mismatch",
+        description="Import TARGET, drive it with Hypothesis-generated cases through a "
+        "calling convention, compare every result with rope_ref under the error model, "
+        "shrink a failure to a minimal counterexample and name its likely cause. Inputs are "
+        "fresh arrays the oracle copies before each call; a target that takes a `spec` "
+        "keyword (or head_dim, rotary_dim, base, layout, ...) receives it. Exit status: 0 "
+        "conformant, 1 not conformant (or the function raised, exited or hung), 2 usage "
+        "error.",
+        epilog="conventions: "
+        + "; ".join(f"{name}: {text}" for name, text in _CONVENTION_HELP.items()),
+    )
+    parser.add_argument("target", metavar="MODULE:FUNCTION", help="the callable to check")
+    parser.add_argument("--convention", required=True, choices=tuple(_CONVENTION_HELP))
+    spec = parser.add_argument_group("the embedding (default: LLaMA's, head_dim 64)")
+    spec.add_argument(
+        "--hf-config",
+        metavar="JSON",
+        help="a transformers config.json path or JSON string: the spec via RopeSpec.from_hf "
+        "(every scaling rule, M-RoPE sections); excludes the options below but --layout",
+    )
+    spec.add_argument("--head-dim", type=int, default=None, help="features per head (64)")
+    spec.add_argument("--rotary-dim", type=int, default=None, help="rotated features")
+    spec.add_argument("--rotary-start", type=int, default=None, help="first rotated feature")
+    spec.add_argument("--base", type=float, default=None, help="frequency base (10000)")
+    spec.add_argument(
+        "--attention-factor",
+        type=float,
+        default=None,
+        help="factor the results must carry on cos/sin, as YaRN's mscale (1)",
+    )
+    spec.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
+    call = parser.add_argument_group("calling the target")
+    call.add_argument(
+        "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"
+    )
+    call.add_argument(
+        "--axes",
+        choices=("bhsd", "bshd"),
+        default=None,
+        help="axis order of x: (batch, heads, seq, dim) or (batch, seq, heads, dim)",
+    )
+    call.add_argument(
+        "--positions",
+        choices=("shared", "rows", "offset"),
+        default=None,
+        help="shared: one (seq,) row; rows: (batch, seq) ids; offset: a Python int, "
+        "positions offset + arange(seq) (MLX, KV-cache decoding). Multi-axis specs add a "
+        "trailing axis (t, h, w, ...)",
+    )
+    call.add_argument(
+        "--in-place",
+        action="store_true",
+        help="the target rotates its array arguments in place (vLLM, flash-attn kernels); "
+        "its return value is ignored",
+    )
+    run = parser.add_argument_group("the search")
+    run.add_argument("--max-position", type=int, default=32768, help="largest position")
+    run.add_argument("--examples", type=int, default=100, help="Hypothesis examples (100)")
+    run.add_argument(
+        "--dtype",
+        choices=("float32", "float64", "float16", "bfloat16"),
+        default="float32",
+        help="dtype of x (float32); bfloat16 needs torch or MLX arrays",
+    )
+    run.add_argument(
+        "--angle-dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="precision the angles must have; float64 is the strict mode that fails "
+        "float32-grade angles (default: float32 below float64 results)",
+    )
+    run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
+    run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
+    run.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rope_ref.cli.check_options import OptionError
+
+    try:
+        cfg, fn = _setup(args)
+    except OptionError as err:
+        print(f"rope-ref check: error: {err}")
+        return 2
+    except _ImportFailedError as failed:
+        print(f"rope-ref check {args.target}")
+        print(f"FAIL: importing the target raised {failed}")
+        return 1
+    from rope_ref.testing._check import check
+
+    report = check(fn, cfg)
+    for line in _report_lines(args, cfg, report):
+        print(line)
+    return report.exit_status
+
+
+def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from rope_ref.cli.check_options import (
+        OptionError,
+        calling_from_args,
+        check_options,
+        spec_from_args,
+    )
+    from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
+    from rope_ref.testing._conventions import TargetError
+
+    check_options(args)
+    spec = spec_from_args(args)
+    calling = calling_from_args(args, spec)
+    try:
+        fn = load_target(args.target)
+    except UsageError as err:
+        raise OptionError(str(err)) from None
+    except TargetError as err:
+        raise _ImportFailedError(describe_exception(err.error)) from None
+    cfg = CheckConfig(
+        calling=calling,
+        spec=spec,
+        layout=args.layout,
+        max_position=args.max_position,
+        examples=args.examples,
+        seed=args.seed,
+        angle_dtype=args.angle_dtype,
+    )
+    return cfg, fn
+
+
+def _describe_spec(spec: Any) -> str:
+    text = (
+        f"head_dim {spec.head_dim}, rotary_dim {spec.rotary_dim}, rotary_start "
+        f"{spec.rotary_start}, base {spec.base:g}"
+    )
+    if spec.scaling is not None:
+        from rope_ref._core.frequencies import attention_factor
+        from rope_ref.cli.check_options import AttentionFactorOnly
+
+        rule = spec.scaling
+        text += f", scaling {rule!r}" if not isinstance(rule, AttentionFactorOnly) else ""
+        text += f", attention factor {attention_factor(spec):g}"
+    if spec.sections is not None:
+        text += f", sections {list(spec.sections)} ({spec.section_order})"
+    return text
+
+
+def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
+    calling = cfg.calling
+    strict = " (strict)" if cfg.angle_dtype == "float64" else ""
+    lines = [
+        f"rope-ref check {args.target}",
+        f"  convention: {calling.convention}: {_CONVENTION_HELP[calling.convention]}",
+        f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
+        f"{calling.positions}{', in place' if calling.in_place else ''}",
+        f"  spec: {_describe_spec(cfg.spec)}",
+        f"  dtype {calling.dtype}, positions 0..{cfg.max_position}, angle precision "
+        f"{cfg.angle_dtype or 'float32 or better'}{strict}",
+        f"  layout: {report.layout}, {report.layout_note}",
+    ]
+    precision = (
+        f"  angle precision: {report.precision} (max angle error {report.max_angle_error:.2g} rad)"
+    )
+    if report.status == "conformant":
+        lines += [
+            f"OK: conformant on {report.examples} examples",
+            f"  measured error: max |error| {report.max_error:.3g}, at most "
+            f"{report.max_ratio:.3g} of the tolerance",
+            precision,
+            f"  error model: {report.model}",
+        ]
+        return lines
+    if report.status == "error":
+        lines.append(f"FAIL: {report.error}")
+    else:
+        lines.append(f"FAIL: not conformant (after {report.examples} calls, shrunk)")
+        lines.append(precision)
+    if report.counterexample is not None:
+        lines.append(f"  minimal counterexample: {report.counterexample.describe()}")
+    if report.worst is not None:
+        lines.append(f"  worst element: {report.worst}")
+    if report.diagnosis is not None:
+        lines.append(f"  diagnosis: {report.diagnosis.cause}")
+        lines.append(f"    {report.diagnosis.message}")
+    lines += [f"  {detail}" for detail in report.details]
+    return lines

@@ -1,0 +1,186 @@
+"""The options of `rope-ref check`: validated, and turned into a spec and a `Calling`.
+
+Every bad value raises `OptionError` with a message that names the option and the value
+received (printed as one line, exit status 2, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = [
+    "MAX_HEAD_DIM",
+    "MAX_POSITION",
+    "AttentionFactorOnly",
+    "OptionError",
+    "calling_from_args",
+    "check_options",
+    "spec_from_args",
+]
+
+_DEFAULT_AXES = {"plain": "bhsd", "hf": "bhsd", "cos_sin": "bshd", "complex": "bshd"}
+_DEFAULT_POSITIONS = {"plain": "shared", "hf": "rows", "cos_sin": "shared", "complex": "shared"}
+#: Limits that keep a check's arrays and positions meaningful (float64 holds integers
+#: exactly up to 2**53; real heads have at most a few hundred features).
+MAX_POSITION, MAX_HEAD_DIM = 2**53, 4096
+
+
+class OptionError(Exception):
+    """A bad option value: printed as one line, exit status 2."""
+
+
+def fail(msg: str) -> NoReturn:
+    raise OptionError(msg)
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before any work, options that cannot run (a usage error naming the option)."""
+    if importlib.util.find_spec("hypothesis") is None:
+        fail("needs Hypothesis: pip install 'rope-ref[testing]'")
+    if not 1 <= args.examples <= 10**6:
+        fail(f"--examples must be between 1 and 1000000; got {args.examples}.")
+    if not 0 <= args.max_position <= MAX_POSITION:
+        fail(
+            f"--max-position must be between 0 and 2**53 = {MAX_POSITION}; got {args.max_position}."
+        )
+    if args.head_dim is not None and not 1 <= args.head_dim <= MAX_HEAD_DIM:
+        fail(f"--head-dim must be between 1 and {MAX_HEAD_DIM}; got {args.head_dim}.")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        fail(f"--timeout must be a positive number of seconds; got {args.timeout}.")
+    factor = args.attention_factor
+    if factor is not None and not (math.isfinite(factor) and factor > 0):
+        fail(f"--attention-factor must be positive; got {factor}.")
+    if not -(2**63) <= args.seed < 2**63:
+        fail(f"--seed must fit in 64 bits; got {args.seed}.")
+
+
+def spec_from_args(args: argparse.Namespace) -> Any:
+    """The `RopeSpec` the options describe (``--hf-config`` or the single fields)."""
+    from rope_ref._core.spec import RopeSpec
+
+    layout = None if args.layout == "auto" else args.layout
+    fields = ("head_dim", "rotary_dim", "rotary_start", "base", "attention_factor")
+    if args.hf_config is not None:
+        given = [f"--{f.replace('_', '-')}" for f in fields if getattr(args, f) is not None]
+        if given:
+            fail(f"--hf-config sets the spec; drop {', '.join(given)}.")
+        spec = spec_from_hf(args.hf_config)
+        if spec.head_dim > MAX_HEAD_DIM:
+            fail(
+                f"--hf-config must give a head_dim of at most {MAX_HEAD_DIM}; got {spec.head_dim}."
+            )
+        return spec if layout is None else dataclasses.replace(spec, layout=layout)
+    factor = args.attention_factor or 1.0
+    try:
+        return RopeSpec(
+            64 if args.head_dim is None else args.head_dim,
+            rotary_dim=args.rotary_dim,
+            rotary_start=args.rotary_start or 0,
+            base=10000.0 if args.base is None else args.base,
+            layout=layout or "half",
+            scaling=None if factor == 1.0 else AttentionFactorOnly(factor),
+        )
+    except (TypeError, ValueError) as err:
+        raise OptionError(str(err).replace("`", "")) from None
+
+
+def spec_from_hf(text: str) -> Any:
+    from rope_ref._core.spec import RopeSpec
+
+    source = "the JSON string"
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            fail(f"--hf-config must be a JSON string or a config.json file; got {text!r}.")
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        msg = f"--hf-config: {source} is not valid JSON ({err})."
+        raise OptionError(msg) from None
+    if not isinstance(config, dict):
+        fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
+    try:
+        return RopeSpec.from_hf(config)
+    except (TypeError, ValueError, KeyError) as err:
+        msg = f"--hf-config: {str(err).replace('`', '')}"
+        raise OptionError(msg) from None
+
+
+def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
+    """How the target is called: its convention, array kind, axis order and positions."""
+    from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling
+
+    convention = args.convention
+    array = "torch" if convention in TORCH_CONVENTIONS else args.array
+    if convention in TORCH_CONVENTIONS and args.array != "numpy":
+        fail(f"--array is for --convention plain; {convention} passes torch tensors.")
+    module = {"numpy": "numpy", "torch": "torch", "mlx": "mlx"}[array]
+    if importlib.util.find_spec(module) is None:
+        fail(
+            f"{'--convention ' + convention if array == 'torch' else '--array mlx'} passes "
+            f"{module} arrays; {module} is not installed."
+        )
+    if array == "numpy" and args.dtype == "bfloat16":
+        fail("--dtype bfloat16 needs torch or MLX arrays (NumPy has no bfloat16).")
+    positions = args.positions or _DEFAULT_POSITIONS[convention]
+    allowed = {"plain": ("shared", "rows", "offset"), "hf": ("shared", "rows")}
+    if positions not in allowed.get(convention, ("shared",)):
+        fail(f"--positions {positions} cannot be expressed by --convention {convention}.")
+    if spec.sections is not None and (convention != "plain" or positions == "offset"):
+        fail(
+            f"a multi-axis spec (sections {list(spec.sections)}) needs --convention plain "
+            "with --positions shared or rows (positions carry a trailing axis)."
+        )
+    check_device(args.device, array)
+    return Calling(
+        convention=convention,
+        dtype=args.dtype,
+        array=array,
+        axes=args.axes or _DEFAULT_AXES[convention],
+        positions=positions,
+        in_place=args.in_place,
+        device=args.device,
+        timeout=args.timeout,
+    )
+
+
+def check_device(device: str, array: str) -> None:
+    if array != "torch":
+        if device != "cpu":
+            fail(f"--device is for torch tensors; --array {array} runs on cpu, got {device!r}.")
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        fail(f"--device must be a torch device such as cpu or cuda:0; got {device!r}.")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        fail(f"--device {device}: torch sees no CUDA device here.")
+    if parsed.type not in ("cpu", "cuda"):
+        module = getattr(torch, parsed.type, None)
+        available = getattr(module, "is_available", None)
+        if available is None or not available():
+            fail(f"--device {device}: torch has no usable {parsed.type!r} device here.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionFactorOnly:
+    """A scaling rule that keeps the frequencies and sets an attention factor."""
+
+    factor: float
+
+    def inv_freq(self, inv_freq: Any, *, base: float, rotary_dim: int, seq_len: Any) -> Any:
+        """The frequencies, unchanged."""
+        return inv_freq
+
+    def attention_factor(self, *, seq_len: Any) -> float:
+        """The factor given."""
+        return self.factor

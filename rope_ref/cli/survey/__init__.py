@@ -1,0 +1,91 @@
+"""`rope-ref survey`: the conformance table of the RoPE implementations installed here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+#: Largest position the peers' caches (torchtune's) are built for.
+MAX_POSITION = 2**17 - 1
+PACKAGES = (
+    "transformers",
+    "rotary-embedding-torch",
+    "torchtune",
+    "keras-hub",
+    "mlx",
+    "flash-attn",
+    "vllm",
+)
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add this module's subcommands to `commands`."""
+    parser = commands.add_parser(
+        "survey",
+        help="check every RoPE implementation installed here against the oracle",
+        description="Find the RoPE implementations installed beside rope_ref (transformers' "
+        "rotaries, rotary-embedding-torch, torchtune, keras-hub, MLX, flash-attn's and "
+        "vLLM's PyTorch references), drive each with its own settings mapped to a RopeSpec, "
+        "and print one row each: conformant or not, the largest error as a share of the "
+        "tolerance, the angle-precision class, and the diagnosis of a mismatch. Missing "
+        "packages are skipped with the reason. Exit status 0 (a survey reports, it does not "
+        "judge); 2 for a usage error.",
+    )
+    parser.add_argument("--max-position", type=int, default=131071, help="largest position")
+    parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rope_ref.cli.survey.run import survey
+
+    if not 16 <= args.max_position <= MAX_POSITION:
+        print(
+            f"rope-ref survey: error: --max-position must be between 16 and {MAX_POSITION} "
+            f"(the peers' caches are built for it); got {args.max_position}."
+        )
+        return 2
+    only = None if args.only is None else tuple(args.only)
+    quiet = args.json or not sys.stderr.isatty()
+    rows = survey(
+        args.max_position,
+        only=only,
+        progress=None if quiet else lambda text: print(f"  {text}", file=sys.stderr),
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {"max_position": args.max_position, "rows": [r.as_dict() for r in rows]}, indent=2
+            )
+        )
+    else:
+        for line in table_lines(rows):
+            print(line)
+    return 0
+
+
+def table_lines(rows: list[Any]) -> list[str]:
+    """The survey as a text table, with the diagnoses and skip reasons below it."""
+    header = ("peer", "settings", "verdict", "error/tol", "angles")
+    body = []
+    notes = []
+    for row in rows:
+        ratio = "-" if row.max_ratio is None else f"{row.max_ratio:.3g}"
+        angles = (
+            "-" if row.precision is None else (f"{row.precision} ({row.max_angle_error:.1e} rad)")
+        )
+        body.append((f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles))
+        if row.diagnosis is not None:
+            notes.append(f"- {row.peer} ({row.settings}): {row.diagnosis}")
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *body]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines + (["", *notes] if notes else [])

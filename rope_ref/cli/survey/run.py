@@ -1,0 +1,154 @@
+"""`rope-ref survey`: every RoPE implementation installed beside rope_ref, against the oracle.
+
+Each entry of `rope_ref.cli.survey.peers.GROUPS` is called on float32 inputs at positions
+that reach past the points where 16- and 32-bit floats stop holding integers, and compared
+with `rope_ref.testing.rope_report` under the default error model. A row states the
+verdict, the largest error as a share of the tolerance, the angle-precision class, and
+the diagnosis of a mismatch. A package that is missing gives one skipped row and its
+reason; an entry that raises gives an error row.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rope_ref.cli.survey.peers import GROUPS, Entry, Group
+from rope_ref.testing._report import PRECISION_CLASSES, RopeReport, rope_report
+
+__all__ = ["Row", "position_sets", "survey"]
+
+BATCH, HEADS = 2, 2
+#: Contiguous runs for peers that take only an offset.
+OFFSET_RUN = 16
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the survey table."""
+
+    package: str
+    version: str
+    peer: str
+    settings: str
+    verdict: str  # "conformant", "NOT conformant", "error", "skipped"
+    max_ratio: float | None = None
+    precision: str | None = None
+    max_angle_error: float | None = None
+    diagnosis: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready values."""
+        return asdict(self)
+
+
+def position_sets(entry: Entry, max_position: int) -> list[np.ndarray]:
+    """Positions to call `entry` with: one probe of many, or contiguous runs at offsets."""
+    if entry.positions == "offset":
+        starts = sorted({0, min(2040, max_position), max(max_position - OFFSET_RUN + 1, 0)})
+        return [np.arange(s, s + OFFSET_RUN, dtype=np.int64) for s in starts]
+    edges = [2**k + d for k in (8, 11, 14, 16) for d in (-1, 0, 1)]
+    probe = np.array([0, 1, 2, 3, 7, *edges, max_position], dtype=np.int64)
+    probe = np.unique(probe[probe <= max_position])
+    if entry.spec.sections is None:
+        return [probe]
+    # M-RoPE: a text run (t = h = w) then image tokens with distinct (t, h, w)
+    n = len(entry.spec.sections)
+    axes = [probe] + [(probe // (3 + a)) % (97 + a) for a in range(n - 1)]
+    return [np.stack([probe] * n, axis=-1), np.stack(axes, axis=-1)]
+
+
+def _inputs(entry: Entry, p: np.ndarray, seed: int) -> np.ndarray:
+    shape = (BATCH, HEADS, p.shape[0], entry.spec.head_dim)
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def _worst(reports: list[RopeReport]) -> RopeReport:
+    failing = [r for r in reports if not r.ok]
+    pool = failing or reports
+    return max(pool, key=lambda r: r.max_ratio)
+
+
+def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeReport]:
+    """The reports of `entry` at each of its position sets."""
+    reports = []
+    for i, p in enumerate(position_sets(entry, max_position)):
+        x = _inputs(entry, p, seed + i)
+        y = entry.run(x.copy(), p.copy())
+        reports.append(rope_report(y, x, entry.spec, p))
+    return reports
+
+
+def _row(group: Group, version: str, entry: Entry, max_position: int) -> Row:
+    try:
+        reports = check_entry(entry, max_position)
+    except Exception as err:  # a peer that cannot run these inputs is reported, not raised
+        return Row(
+            group.package,
+            version,
+            entry.peer,
+            entry.settings,
+            "error",
+            diagnosis=f"{type(err).__name__}: {err}".splitlines()[0][:200],
+        )
+    worst = _worst(reports)
+    grade = max(PRECISION_CLASSES.index(r.precision) for r in reports)
+    return Row(
+        group.package,
+        version,
+        entry.peer,
+        entry.settings,
+        "conformant" if all(r.ok for r in reports) else "NOT conformant",
+        max_ratio=max(r.max_ratio for r in reports),
+        precision=PRECISION_CLASSES[grade],
+        max_angle_error=max(r.max_angle_error for r in reports),
+        diagnosis=None if worst.diagnosis is None else str(worst.diagnosis),
+    )
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def survey(
+    max_position: int = 131071,
+    *,
+    only: tuple[str, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Row]:
+    """Drive every installed peer through the oracle; one `Row` per entry (or skipped group)."""
+    rows: list[Row] = []
+    for group in GROUPS:
+        if only is not None and group.package not in only:
+            continue
+        reason = group.missing()
+        if reason is not None:
+            rows.append(Row(group.package, "-", group.package, "-", "skipped", diagnosis=reason))
+            continue
+        version = _version(group.package)
+        try:
+            entries = list(group.entries())
+        except Exception as err:  # the package imports but cannot build its modules
+            rows.append(
+                Row(
+                    group.package,
+                    version,
+                    group.package,
+                    "-",
+                    "error",
+                    diagnosis=f"{type(err).__name__}: {err}".splitlines()[0][:200],
+                )
+            )
+            continue
+        for entry in entries:
+            if progress is not None:
+                progress(f"{entry.peer} ({entry.settings})")
+            rows.append(_row(group, version, entry, max_position))
+    return rows

@@ -1,0 +1,160 @@
+"""`rope-ref bound` and `rope-ref plot`: subcommands of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+PLOTS = ("decay", "bound", "discrimination", "wavelengths")
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `bound` and `plot` to `commands`."""
+    bound = commands.add_parser(
+        "bound",
+        help="the smallest RoPE base that keeps B_m >= 0 over each context length",
+        description="For each context length L, print the smallest base b such that "
+        "B_m(b) = sum_i cos(m b^(-2i/d)) >= 0 for every distance m = 0..L (the base bound "
+        "of Men et al., 2024). The feasible bases are not an interval, so the search proves "
+        "every smaller base fails; long contexts show a progress bar on stderr.",
+    )
+    bound.add_argument("--dim", type=int, default=128, help="rotary dimension d (default 128)")
+    bound.add_argument(
+        "--context",
+        type=int,
+        action="append",
+        required=True,
+        metavar="L",
+        help="context length in tokens; repeat for several",
+    )
+    bound.set_defaults(run=_bound)
+    plot = commands.add_parser(
+        "plot",
+        help="draw a theory figure (needs the plot extra: pip install 'rope-ref[plot]')",
+        description="Write one figure of the Theory page: the long-term-decay curve, the "
+        "base bound against context length, discrimination curves for several bases, or "
+        "the wavelength of every pair. Needs matplotlib (pip install 'rope-ref[plot]').",
+    )
+    plot.add_argument("figure", choices=PLOTS, help="which figure")
+    plot.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="FILE.png",
+        help="output file (.png, .pdf, .svg, ...), or a directory to write FIGURE.png into",
+    )
+    plot.add_argument("--dim", type=int, default=128, help="rotary dimension d (default 128)")
+    plot.add_argument("--base", type=float, default=10000.0, help="RoPE base (default 10000)")
+    plot.set_defaults(run=_plot)
+
+
+#: Parameter names in error messages of the API, and the options that set them.
+_OPTIONS = {"`dim`": "--dim", "`context_length`": "--context"}
+
+
+def _error(command: str, message: str) -> int:
+    for name, option in _OPTIONS.items():
+        message = message.replace(name, option)
+    print(f"rope-ref {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _bound(args: argparse.Namespace) -> int:
+    from rope_ref.analysis import base_lower_bound, check_bound_size
+    from rope_ref.cli.progress import ProgressBar
+
+    lengths = sorted(set(args.context))
+    try:  # every size is checked before any work starts
+        for length in lengths:
+            check_bound_size(args.dim, length)
+    except (TypeError, ValueError) as err:
+        return _error("bound", str(err))
+    bar = ProgressBar("rope-ref bound")
+    results = {}
+    try:
+        for done, length in enumerate(lengths):
+
+            def show(base: float, done: int = done, length: int = length) -> None:
+                bar.update(done / len(lengths), f"L={length:,}: every base below {base:.4g} fails")
+
+            results[length] = base_lower_bound(args.dim, length, progress=show)
+    except ValueError as err:
+        bar.close()
+        return _error("bound", str(err))
+    bar.update(1.0, "done", now=True)
+    bar.close()
+    print(f"{'context length':>15}  {'smallest base':>15}  (d = {args.dim}, rounded up)")
+    for length in args.context:
+        print(f"{length:>15,}  {format_base(results[length]):>15}")
+    return 0
+
+
+def format_base(base: float) -> str:
+    """`base` rounded up to one decimal, digits grouped: every base printed works.
+
+    Examples
+    --------
+    >>> format_base(26952.31), format_base(629978.0), format_base(65374837.92)
+    ('26,952.4', '629,978.0', '65,374,838.0')
+    """
+    return f"{math.ceil(base * 10) / 10:,.1f}"
+
+
+def _plot(args: argparse.Namespace) -> int:
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError:
+        return _error(
+            "plot",
+            "matplotlib is not installed; install the plot extra: pip install 'rope-ref[plot]'",
+        )
+    from rope_ref.analysis import _plots
+
+    if args.dim < 2 or args.dim % 2 or not (math.isfinite(args.base) and args.base > 1):
+        return _error("plot", f"--dim must be even and --base > 1; got {args.dim}, {args.base}.")
+    try:
+        out = _output_file(args.out, args.figure, _plots.FORMATS)
+        _plots.check_figure(args.figure, dim=args.dim)
+    except (TypeError, ValueError) as err:
+        return _error("plot", str(err))
+    try:
+        _draw(args.figure, out, args.dim, args.base)
+    except OSError as err:
+        return _error("plot", f"cannot write {str(out)!r}: {err.strerror or err}.")
+    print(out)
+    return 0
+
+
+def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
+    """The file to write: `out`, or ``out/<figure>.png`` when `out` is a directory."""
+    if out.is_dir():
+        out = out / f"{figure}.png"
+    if not out.parent.is_dir():
+        msg = f"--out must be in an existing directory; got {str(out)!r} (no {str(out.parent)!r})."
+        raise ValueError(msg)
+    if out.suffix.lower().lstrip(".") not in formats:
+        msg = (
+            f"--out must end in an image format ({', '.join('.' + f for f in formats)}), "
+            f"or name a directory; got {str(out)!r}."
+        )
+        raise ValueError(msg)
+    return out
+
+
+def _draw(figure: str, out: Path, dim: int, base: float) -> None:
+    from rope_ref.analysis import _plots
+
+    if figure != "bound":
+        _plots.FIGURES[figure](out, dim=dim, base=base)
+        return
+    from rope_ref.cli.progress import ProgressBar
+
+    bar = ProgressBar("rope-ref plot bound")
+    _plots.bound_figure(out, dim=dim, progress=lambda f: bar.update(f, "contexts 1K..1M", now=True))
+    bar.close()
