@@ -193,3 +193,38 @@ def test_table_marks_unsteady_rows_and_explains_the_mark():
     assert "1.00 ms - 3.00 ms" in noisy
     assert lines[-1].startswith("! unsteady: the quartiles span more than 25% of the median")
     assert "unsteady" not in format_table([row("steady", 0.9e-3, 1.0e-3, 1.1e-3)])
+
+
+def test_each_sample_follows_an_untimed_call_of_its_own_row(monkeypatch):
+    """What one row leaves behind (freed memory, a busy cache) is absorbed by the next
+    row's untimed call, not by its timed sample."""
+    from rope_ref.cli.bench import harness
+
+    log: list[str] = []
+    timed = harness._time_call
+
+    def logging_time_call(run, device):
+        log.append("timed")
+        return timed(run, device)
+
+    def row(name):
+        def run():
+            log.append(name)
+
+        return run
+
+    monkeypatch.setattr(harness, "_time_call", logging_time_call)
+    runners = {"copy": row("copy"), "peer": harness._batched(row("peer"), "cpu")}
+    log.clear()
+    samples = harness._interleaved(runners, harness.Case((1, 4, 2, 8), "float32"), 3, None)
+    assert [len(s) for s in samples.values()] == [3, 3]
+    # log: [untimed call, "timed", the sample's calls] per sample, rows alternating
+    starts = [i for i, entry in enumerate(log) if entry == "timed"]
+    assert len(starts) == 6
+    for i, start in enumerate(starts):
+        name = "copy" if i % 2 == 0 else "peer"
+        end = starts[i + 1] - 1 if i + 1 < len(starts) else len(log)
+        assert log[start - 1] == name  # the untimed call
+        sample = log[start + 1 : end]
+        assert sample
+        assert set(sample) == {name}
