@@ -95,7 +95,7 @@ def sweep_chart(report: dict, path: Path) -> None:
 
 def decoding_chart(report: dict, path: Path) -> None:
     """Median time per call against the number of sequences decoding in turn."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     by_name: dict[str, list[tuple[int, float]]] = {}
     for r in report["results"]:
         n = r["case"].get("sequences", 0)
@@ -107,7 +107,7 @@ def decoding_chart(report: dict, path: Path) -> None:
     ax.set_xlabel("sequences decoding in turn (1x1x32x128 float32, one token per call)")
     ax.set_ylabel("median time per call (us)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
