@@ -225,6 +225,15 @@ def hf_style(q: Any, cos: Any, sin: Any) -> Any:
     return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
 
 
+def hf_style_compiled(torch: Any) -> Callable[[Any, Any, Any], Any]:
+    """`hf_style` through ``torch.compile``; `Unavailable` if the toolchain cannot."""
+    try:
+        return torch.compile(hf_style, dynamic=False)  # type: ignore[no-any-return]
+    except Exception as err:  # pragma: no cover - depends on the toolchain
+        msg = f"torch.compile failed: {err}"
+        raise Unavailable(msg) from err
+
+
 def _torch_hf(case: Case, *, compiled: bool) -> Callable[[np.ndarray], Prepared]:
     def prepare(x: np.ndarray) -> Prepared:
         import torch
@@ -236,13 +245,7 @@ def _torch_hf(case: Case, *, compiled: bool) -> Callable[[np.ndarray], Prepared]
             torch.from_numpy(a.astype(np.float32)).to(device=device, dtype=dtype) for a in arrays
         ]
         cos, sin = _hf_tables(torch, x, dtype, device)
-        fn = hf_style
-        if compiled:
-            try:
-                fn = torch.compile(hf_style, dynamic=False)
-            except Exception as err:  # pragma: no cover - depends on the toolchain
-                msg = f"torch.compile failed: {err}"
-                raise Unavailable(msg) from err
+        fn = hf_style_compiled(torch) if compiled else hf_style
         return lambda: [fn(t, cos, sin) for t in tensors]
 
     return prepare

@@ -227,18 +227,12 @@ def _hf_tables(torch: Any, x: np.ndarray, case: Case, dtype: Any) -> tuple[Any, 
 
 
 def _torch_hf(x: np.ndarray, *, case: Case, compiled: bool) -> Prepared:
-    from rope_ref.cli.bench.cpu import Unavailable, hf_style
+    from rope_ref.cli.bench.cpu import hf_style, hf_style_compiled
 
     torch = importlib.import_module("torch")
     tensors = [_on_device(a, "torch") for a in (x, *keys_like(x, case))]
     cos, sin = _hf_tables(torch, x, case, tensors[0].dtype)
-    fn = hf_style
-    if compiled:
-        try:
-            fn = torch.compile(hf_style, dynamic=False)
-        except Exception as err:  # pragma: no cover - depends on the toolchain
-            msg = f"torch.compile failed: {err}"
-            raise Unavailable(msg) from err
+    fn = hf_style_compiled(torch) if compiled else hf_style
     return lambda: [fn(t, cos, sin) for t in tensors]
 
 
