@@ -498,11 +498,18 @@ def _check_arrays(x: Any, cos: Any, sin: Any) -> None:
         name, a = next(
             (n, a) for n, a in (("x", x), ("cos", cos), ("sin", sin)) if type(a) is not np.ndarray
         )
-        msg = f"backend='numba' needs NumPy arrays; got `{name}` of type {type(a).__name__}."
+        msg = (
+            f"backend='numba' needs plain NumPy arrays (np.ndarray, not a subclass); got "
+            f"`{name}` of type {type(a).__name__}: pass np.asarray({name}), or "
+            "backend='auto' or 'reference'."
+        )
         raise TypeError(msg)
     compute = _COMPUTE_DTYPE.get(x.dtype)
     if compute is None:
-        msg = f"backend='numba' supports float16, float32 and float64 `x`; got {x.dtype}."
+        msg = (
+            "backend='numba' supports float16, float32 and float64 `x` in native byte "
+            f"order; got {x.dtype.str if x.dtype.kind == 'f' else x.dtype}."
+        )
         raise TypeError(msg)
     if cos.dtype != compute or sin.dtype != compute:
         msg = f"`cos` and `sin` must be {compute} for {x.dtype} `x`; got {cos.dtype}, {sin.dtype}."

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Literal, TypeAlias
 
 from rope_ref._core.aliases import Array, ArrayNamespace
-from rope_ref._core.compat import array_namespace, compute_dtype, device
+from rope_ref._core.compat import array_namespace, compute_dtype, device, is_real_floating
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_choice
+from rope_ref._core.validation import check_bool, check_choice
 from rope_ref._engine.api import apply_rope_qk
 
 __all__ = ["linear_attention", "softmax_attention"]
@@ -35,9 +35,10 @@ def _inputs(
     q: Array, k: Array, v: Array, spec: RopeSpec | None, *, causal: bool
 ) -> tuple[ArrayNamespace, RopeSpec, Array, Array, Array, object]:
     """Validate; return the namespace, the spec, q/k/v in the compute dtype, the out dtype."""
+    check_bool("causal", causal)
     xp = array_namespace(q, k, v, name="q, k, v")
     for name, a in (("q", q), ("k", k), ("v", v)):
-        if not xp.isdtype(a.dtype, "real floating"):
+        if not is_real_floating(xp, a.dtype):
             msg = f"`{name}` must have a real floating dtype; got {a.dtype}."
             raise TypeError(msg)
         if a.ndim < 2:

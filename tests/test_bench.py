@@ -228,3 +228,22 @@ def test_each_sample_follows_an_untimed_call_of_its_own_row(monkeypatch):
         sample = log[start + 1 : end]
         assert sample
         assert set(sample) == {name}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_cases_large_enough_for_the_threaded_copy_run(capsys, dtype):
+    """A 16-bit case of 1 MiB (8192 rows) is copied by numba's threads, which copy bits;
+    numba has no bfloat16 kernel, and its row says so rather than failing the run."""
+    pytest.importorskip("numba")
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    report = run_json(capsys, "--shape", "1,1024,8,64", "--dtype", dtype, "--rounds", "2",
+                      "--only", "numba")  # fmt: skip
+    rows = {r["name"]: r for r in report["results"]}
+    assert rows["copy (parallel)"]["median_s"] > 0
+    numba = rows["numba"]
+    if dtype == "float16":
+        assert numba["median_s"] > 0
+    else:
+        assert numba["median_s"] is None
+        assert "not bfloat16" in numba["note"]

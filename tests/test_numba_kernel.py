@@ -336,7 +336,7 @@ def test_read_only_out_is_refused():
 
 def test_other_array_types_are_refused():
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match="backend='numba' needs NumPy arrays"):
+    with pytest.raises(TypeError, match="backend='numba' needs plain NumPy arrays"):
         rr.apply_rope(torch.ones(3, 8), backend="numba")
 
 

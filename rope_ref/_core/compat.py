@@ -16,6 +16,7 @@ __all__ = [
     "compute_dtype",
     "device",
     "dtype_name",
+    "finite_or_raise",
     "has_float64",
     "host_namespace",
     "is_array",
@@ -139,6 +140,26 @@ def all_finite(a: Array, xp: ArrayNamespace) -> bool | None:
         return bool(xp.all(xp.isfinite(a)))
     except Exception:  # a traced or meta array: nothing to read
         return None
+
+
+def finite_or_raise(a: Array, xp: ArrayNamespace, message: str) -> Array:
+    """`a`, or ValueError(`message`) if it holds NaN or infinity.
+
+    A Dask array stays lazy: the check is added to its graph and raises when the result
+    is computed. Arrays without values (JAX tracers, PyTorch meta tensors) pass.
+    """
+    if array_api_compat.is_dask_array(a):
+        lazy: Any = a
+        return lazy.map_blocks(_finite_block, message=message, dtype=lazy.dtype)
+    if all_finite(a, xp) is False:
+        raise ValueError(message)
+    return a
+
+
+def _finite_block(block: np.ndarray, message: str) -> np.ndarray:
+    if not np.all(np.isfinite(block)):
+        raise ValueError(message)
+    return block
 
 
 def compute_dtype(xp: ArrayNamespace, dev: object) -> object:

@@ -16,6 +16,7 @@ from rope_ref._core.compat import (
     array_namespace,
     device,
     dtype_name,
+    finite_or_raise,
     has_float64,
     host_namespace,
     is_real_floating,
@@ -304,15 +305,15 @@ def _angles(spec: RopeSpec, p: Array, theta: NDArray[np.float64], *, xp: ArrayNa
             angles = p[..., None] * inv
         else:
             angles = xp.take(p, xp.asarray(pair_axes(spec), device=device(p)), axis=-1) * inv
+    overflow = (
+        "`positions` times the inverse frequencies overflow float64 (every angle "
+        "position * inv_freq must be finite); got "
+    )
+    top_freq = f"inv_freq up to {float(np.max(theta)):.6g}."
     if all_finite(angles, xp) is False:
-        top = float(xp.max(xp.abs(p)))
-        msg = (
-            "`positions` times the inverse frequencies overflow float64 (every angle "
-            f"position * inv_freq must be finite); got |positions| up to {top:.6g} and "
-            f"inv_freq up to {float(np.max(theta)):.6g}."
-        )
+        msg = f"{overflow}|positions| up to {float(xp.max(xp.abs(p))):.6g} and {top_freq}"
         raise ValueError(msg)
-    return angles
+    return finite_or_raise(angles, xp, overflow + top_freq)  # lazy: checked when computed
 
 
 def _xpos_scale(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Literal
 
@@ -77,6 +78,12 @@ def axial_freqs(
         top = check_real("max_freq", max_freq)
         if top <= 0.0:
             msg = f"`max_freq` must be positive; got {top!r}."
+            raise ValueError(msg)
+        if not math.isfinite(top / 2.0 * math.pi):
+            msg = (
+                "`max_freq` must keep the highest frequency, pi * max_freq / 2, finite in "
+                f"float64 (at most {sys.float_info.max / math.pi * 2.0:.6g}); got {top!r}."
+            )
             raise ValueError(msg)
         ladders = [np.linspace(1.0, top / 2.0, s) * math.pi for s in sizes]
         return tuple(float(f) for ladder in ladders for f in ladder)
@@ -203,6 +210,12 @@ def mrope_positions(
     [[0, 0, 0], [1, 1, 1], [2, 2, 2], [2, 2, 3], [2, 3, 2], [2, 3, 3], [4, 4, 4]]
     """
     merge = check_int("merge_size", merge_size, minimum=1)
+    if isinstance(segments, str | bytes) or not isinstance(segments, Sequence | np.ndarray):
+        msg = (
+            "`segments` must be a sequence of ints (text runs) and (T, H, W) triples; "
+            f"got {segments!r}."
+        )
+        raise TypeError(msg)
     blocks: list[NDArray[np.int64]] = []
     start = 0
     for segment in segments:

@@ -21,7 +21,13 @@ import array_api_compat
 import numpy as np
 
 from rope_ref._core.aliases import Array, ArrayNamespace
-from rope_ref._core.compat import all_finite, array_namespace, compute_dtype, device, is_array
+from rope_ref._core.compat import (
+    array_namespace,
+    compute_dtype,
+    device,
+    finite_or_raise,
+    is_array,
+)
 from rope_ref._core.validation import check_axis, check_not_masked
 
 __all__ = [
@@ -67,7 +73,12 @@ def as_positions(
         p = _from_python(positions, name)
         if xp is not None:
             p = xp.asarray(p, device=dev)
+    if array_api_compat.is_numpy_array(p) and p.dtype.kind == "V":
+        p = _from_extension_dtype(p, name)
     pxp = array_namespace(p, name=name)
+    if xp is not None and pxp is xp and dev is not None and device(p) != dev:
+        msg = f"`{name}` must be on the device of `x` ({dev}); got {device(p)}."
+        raise ValueError(msg)
     if not pxp.isdtype(p.dtype, ("integral", "real floating")):
         msg = f"`{name}` must have an integer or real floating dtype; got {p.dtype}."
         raise TypeError(msg)
@@ -77,10 +88,21 @@ def as_positions(
             f"got shape {tuple(p.shape)}."
         )
         raise ValueError(msg)
-    if pxp.isdtype(p.dtype, "real floating") and all_finite(p, pxp) is False:
+    if pxp.isdtype(p.dtype, "real floating"):
         msg = f"`{name}` must be finite; got an array containing NaN or infinity."
-        raise ValueError(msg)
+        p = finite_or_raise(p, pxp, msg)
     return p
+
+
+def _from_extension_dtype(p: np.ndarray, name: str) -> np.ndarray:
+    """NumPy positions of an ml_dtypes type, held exactly: floats as float64, ints as int64."""
+    kind = p.dtype.name.rstrip("0123456789")  # bfloat, float8_e4m3fn, int, uint
+    if kind.startswith(("float", "bfloat")):
+        return p.astype(np.float64)
+    if kind in ("int", "uint"):
+        return p.astype(np.int64)
+    msg = f"`{name}` must have an integer or real floating dtype; got {p.dtype}."
+    raise TypeError(msg)
 
 
 def _from_python(positions: object, name: str) -> np.ndarray:
@@ -261,8 +283,11 @@ def shift(p: Array, offset: float, xp: ArrayNamespace) -> Array:
         return _shift_integers(p, int(offset), xp)
     with np.errstate(over="ignore"):  # overflow is reported below, naming `offset`
         shifted = xp.astype(p, compute_dtype(xp, device(p))) + float(offset)
-    _check_shifted(shifted, offset, xp)
-    return shifted
+    msg = (
+        f"`offset` moves `positions` beyond float64 (positions + offset must be finite); "
+        f"got offset={offset!r}."
+    )
+    return finite_or_raise(shifted, xp, msg)
 
 
 def _shift_integers(p: Array, offset: int, xp: ArrayNamespace) -> Array:
@@ -274,18 +299,12 @@ def _shift_integers(p: Array, offset: int, xp: ArrayNamespace) -> Array:
     rounded = xp.astype(p, xp.float64) + float(offset)  # |p| < 2**64: never overflows
     if not INT64_MIN <= offset <= INT64_MAX:
         return rounded
-    # Elementwise: p and p + offset within int64 (compared without forming the sum).
-    fits = (p <= INT64_MAX - offset) if offset > 0 else (p >= INT64_MIN - offset)
-    if info.max > INT64_MAX:  # uint64: values above int64 do not fit whatever the offset
-        fits = fits & (p <= INT64_MAX)
-    exact = xp.astype(xp.where(fits, p, xp.zeros_like(p)), xp.int64) + offset
+    # Elementwise: p and p + offset within int64, compared in int64 without forming the sum
+    # (PyTorch cannot compare uint64; array-api-strict refuses negative bounds for it).
+    # uint64 values from 2**63 on wrap to negative int64 under the cast: they never fit.
+    q = xp.astype(p, xp.int64)
+    fits = (q <= INT64_MAX - offset) if offset > 0 else (q >= INT64_MIN - offset)
+    if info.max > INT64_MAX:
+        fits = fits & (q >= 0)
+    exact = xp.where(fits, q, xp.zeros_like(q)) + offset
     return xp.where(fits, xp.astype(exact, xp.float64), rounded)
-
-
-def _check_shifted(shifted: Array, offset: float, xp: ArrayNamespace) -> None:
-    if all_finite(shifted, xp) is False:
-        msg = (
-            f"`offset` moves `positions` beyond float64 (positions + offset must be finite); "
-            f"got offset={offset!r}."
-        )
-        raise ValueError(msg)

@@ -34,6 +34,14 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
     return result
 
 
+def check_bool(name: str, value: object) -> bool:
+    """`value` if it is True or False (NumPy's bool too), never 0, 1, "no" or None."""
+    if not isinstance(value, bool | np.bool_):
+        msg = f"`{name}` must be True or False; got {value!r}."
+        raise TypeError(msg)
+    return bool(value)
+
+
 def check_real(name: str, value: object) -> float:
     """Return `value` as a finite float, or raise naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -35,7 +35,7 @@ from rope_ref._core.positions import (
     shift,
 )
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_axis, check_choice, check_not_masked
+from rope_ref._core.validation import check_axis, check_bool, check_choice, check_not_masked
 from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.table_cache import positions_key, table_cache
@@ -170,7 +170,7 @@ def apply_rope(
     spec = _resolve_spec(spec, x)
     form = check_choice("form", form, FORMS)
     name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
-    inverse = _check_bool("inverse", inverse)
+    inverse = check_bool("inverse", inverse)
     _check_kernel_options(name, form, out)
     _check_kernel_dtype(name, x, "x")
     cos, sin = _tables_for(
@@ -277,13 +277,19 @@ def apply_rope_qk(
         raise ValueError(msg)
     if positions is None:
         q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
+        # where apply_rope would make default positions: on k's device if it has float64,
+        # else on the host (int32 or float32 positions would wrap or round)
+        dev = device(k)
+        pxp, pdev = (xp, dev) if has_float64(xp, dev) else (host_namespace(), None)
         if k_positions is None:
             k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
             k_positions = default_positions(
-                k_len, check_offset(offset), xp=xp, dev=device(k), n_axes=spec.position_axes
+                k_len, check_offset(offset), xp=pxp, dev=pdev, n_axes=spec.position_axes
             )
             offset = 0
-        positions = _newest(k_positions, q_len, spec, xp=xp, dev=device(k))
+        else:
+            pxp, pdev = xp, dev
+        positions = _newest(k_positions, q_len, spec, xp=pxp, dev=pdev)
     elif k_positions is None:
         k_positions = positions
     if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
@@ -302,7 +308,7 @@ def apply_rope_qk(
             roles,
             offset=offset,
             seq_axis=seq_axis,
-            inverse=_check_bool("inverse", inverse),
+            inverse=check_bool("inverse", inverse),
             seq_len=seq_len,
             form=check_choice("form", form, FORMS),
             xp=xp,
@@ -351,13 +357,6 @@ def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
         )
         raise ValueError(msg)
     return spec
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        msg = f"`{name}` must be True or False; got {value!r}."
-        raise TypeError(msg)
-    return value
 
 
 def _tables_for(
@@ -611,7 +610,8 @@ _KERNEL_DTYPES = {
 def _resolve_backend(backend: str, x: Array) -> str:
     """The backend for `x`: `backend` itself unless "auto".
 
-    "auto" picks numba for NumPy arrays and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    "auto" picks numba for plain NumPy arrays (not subclasses such as memmap, nor
+    byte-swapped dtypes) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
     a tensor that records gradients, never: the kernels are not differentiable); otherwise
     the reference.
@@ -619,6 +619,8 @@ def _resolve_backend(backend: str, x: Array) -> str:
     if backend != "auto":
         return backend
     if array_api_compat.is_numpy_array(x):
+        if type(x) is not np.ndarray or not x.dtype.isnative:  # memmap, byte-swapped, ...
+            return "reference"
         kernel = "numba"
     elif is_cuda_array(x) and not records_grad(x):
         kernel = "cupy"

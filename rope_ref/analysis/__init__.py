@@ -24,7 +24,13 @@ from numpy.typing import ArrayLike, NDArray
 from rope_ref._core.compat import is_array, to_numpy
 from rope_ref._core.frequencies import inv_freq
 from rope_ref._core.spec import MAX_HEAD_DIM, RopeSpec, check_spec
-from rope_ref._core.validation import check_callable, check_int, check_not_masked, check_real
+from rope_ref._core.validation import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_not_masked,
+    check_real,
+)
 from rope_ref.analysis._bound import (
     MAX_DIM,
     check_size,
@@ -135,6 +141,7 @@ def decay_bound(
     """
     dim = _check_dim(dim)
     base = _check_base(base)
+    normalize = check_bool("normalize", normalize)
     m = _distances(distances)
     theta = _theta(dim, base)
     flat = m.reshape(-1)
@@ -346,5 +353,7 @@ def full_turn_pairs(
     46
     """
     length = check_int("context_length", context_length, minimum=1)
-    result: NDArray[np.bool_] = wavelengths(spec, seq_len=seq_len) <= length - 1
+    # the largest distance, as a float64 bound (beyond float64 every wavelength is shorter)
+    largest = float(length - 1) if length <= 2**1023 else math.inf
+    result: NDArray[np.bool_] = wavelengths(spec, seq_len=seq_len) <= largest
     return result

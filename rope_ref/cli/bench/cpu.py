@@ -21,7 +21,7 @@ from rope_ref._core.aliases import BackendName
 from rope_ref._core.frequencies import rope_cos_sin
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
-from rope_ref._engine.dispatch import available_backends
+from rope_ref._engine.dispatch import available_backends, load_backend
 from rope_ref._engine.fast_path import BLOCK
 
 if TYPE_CHECKING:
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
 
 Prepared = Callable[[], object]
-
-#: The parallel copy baseline copies smaller arrays on the calling thread, as the kernel does.
-SERIAL_COPY_BYTES = 1 << 20
 
 
 class Unavailable(Exception):  # noqa: N818 - reads as a verdict: raise Unavailable(why)
@@ -62,7 +59,9 @@ def implementations(case: Case) -> list[Impl]:
             case.sequences, "numba" if backends["numba"] is None else "reference"
         )
     impls.append(Impl("reference", "backend", _backend("reference", case.qk)))
-    if backends["numba"] is None:
+    if backends["numba"] is None and case.dtype == "bfloat16":
+        impls.append(Impl("numba", "backend", _unavailable(NUMBA_DTYPES_NOTE)))
+    elif backends["numba"] is None:
         impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
         if not case.qk:
             impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
@@ -102,18 +101,24 @@ def _numpy_copy(x: np.ndarray, *, qk: bool) -> Prepared:
 
 
 def _parallel_copy(x: np.ndarray, *, qk: bool) -> Prepared:
-    """A fresh array filled by all of numba's threads: what a kernel's output costs."""
+    """A fresh array filled by all of numba's threads: what a kernel's output costs.
+
+    Arrays of fewer rows than the kernel's `SERIAL_ROWS` are copied on the calling thread,
+    as the kernel rotates them: waking threads would cost more than the work.
+    """
     copy = _numba_copy_kernel()
+    serial_rows = load_backend("numba").SERIAL_ROWS
     arrays = [x, _second(x)] if qk else [x]
 
     def run() -> list[np.ndarray]:
         outs = []
         for a in arrays:
-            if a.nbytes < SERIAL_COPY_BYTES:  # waking threads would cost more than copying
+            if a.size < serial_rows * a.shape[-1]:
                 outs.append(a.copy())
                 continue
             out = np.empty_like(a)
-            copy(a.reshape(-1), out.reshape(-1))
+            as_bits = np.dtype(f"u{a.itemsize}")  # Numba copies bits, whatever the float type
+            copy(a.reshape(-1).view(as_bits), out.reshape(-1).view(as_bits))
             outs.append(out)
         return outs
 
@@ -134,6 +139,18 @@ def _numba_copy_kernel() -> Callable[[np.ndarray, np.ndarray], None]:
             dst[lo:hi] = src[lo:hi]
 
     return copy
+
+
+NUMBA_DTYPES_NOTE = "the Numba kernel takes float16, float32 and float64, not bfloat16"
+
+
+def _unavailable(why: str) -> Callable[[np.ndarray], Prepared]:
+    """An implementation that cannot run this case: its row carries `why`."""
+
+    def prepare(x: np.ndarray) -> Prepared:
+        raise Unavailable(why)
+
+    return prepare
 
 
 def _backend(name: BackendName, qk: bool) -> Callable[[np.ndarray], Prepared]:
