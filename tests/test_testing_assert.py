@@ -69,7 +69,7 @@ def test_shape_and_input_errors():
         assert_rope_close(np.ones((3, 5)), np.ones((3, 5)), spec)
     with pytest.raises(TypeError, match="`spec` must be a RopeSpec"):
         assert_rope_close(x, x, "llama")
-    with pytest.raises(ValueError, match="`dtype` must be one of"):
+    with pytest.raises(ValueError, match="`actual` must have one of the floating dtypes"):
         assert_rope_close(x.astype(np.int64), x, spec)
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "check_callable",
     "check_choice",
     "check_int",
+    "check_nonnegative",
     "check_not_masked",
     "check_real",
 ]
@@ -53,6 +54,15 @@ def check_real(name: str, value: object) -> float:
         result = math.inf
     if not math.isfinite(result):
         msg = f"`{name}` must be finite; got {result!r}."
+        raise ValueError(msg)
+    return result
+
+
+def check_nonnegative(name: str, value: object) -> float:
+    """Return `value` as a finite float >= 0, or raise naming `name` (as `check_real` does)."""
+    result = check_real(name, value)
+    if result < 0.0:
+        msg = f"`{name}` must be non-negative; got {result!r}."
         raise ValueError(msg)
     return result
 

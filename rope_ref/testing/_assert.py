@@ -9,7 +9,7 @@ import numpy as np
 from rope_ref._core.aliases import Role
 from rope_ref._core.frequencies import rope_angles
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import Comparison, compare, setup
+from rope_ref.testing._compare import Comparison, check_actual, compare, setup
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
 
@@ -58,7 +58,8 @@ def assert_rope_close(
         Compare with the inverse rotation (a backward pass).
     rtol, atol : float, optional
         Replace the error model by ``|actual - oracle| <= atol + rtol * |oracle|`` (a
-        missing one counts as 0).
+        missing one counts as 0). Each must be a finite real number >= 0 (not a bool or
+        a string).
     seq_len : float, optional
         For length-dependent scalings, as for `rope_ref.apply_rope`.
     role : {"query", "key"}, optional
@@ -115,7 +116,8 @@ def assert_rope_close(
         seq_len=seq_len,
         role=role,
     )
-    a_shape = tuple(getattr(actual, "shape", ()))
+    check_actual(actual)
+    a_shape = tuple(actual.shape)
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)

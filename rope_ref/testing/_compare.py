@@ -21,10 +21,11 @@ from rope_ref._core.positions import (
 )
 from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope
-from rope_ref.testing._tolerance import ErrorModel, dtype_name, error_model, host64
+from rope_ref.testing._tolerance import EPS, ErrorModel, dtype_name, error_model, host64
 
-__all__ = ["Comparison", "Setup", "compare", "setup"]
+__all__ = ["Comparison", "Setup", "check_actual", "check_tolerances", "compare", "setup"]
 
 F64 = NDArray[np.float64]
 
@@ -129,10 +130,7 @@ def setup(
 ) -> Setup:
     """Validate the inputs the way `apply_rope` does and bring them to the host."""
     check_spec(spec)
-    if not is_array(x):
-        msg = f"`x` must be an array; got {type(x).__name__}."
-        raise TypeError(msg)
-    name = dtype_name(x.dtype)
+    name = check_array("x", x)
     x64 = np.array(host64(x), dtype=np.float64, copy=True)  # never a view of x
     if x64.ndim == 0 or x64.shape[-1] != spec.head_dim:
         msg = (
@@ -168,6 +166,32 @@ def setup(
     )
 
 
+def check_array(name: str, a: object) -> str:
+    """Return the dtype name of the floating array `a`, or raise naming `name`."""
+    if not is_array(a) and not isinstance(a, np.ndarray):
+        msg = f"`{name}` must be an array; got {type(a).__name__}."
+        raise TypeError(msg)
+    dtype = getattr(a, "dtype", None)
+    try:
+        return dtype_name(dtype)
+    except ValueError:
+        msg = f"`{name}` must have one of the floating dtypes {sorted(EPS)}; got {dtype}."
+        raise ValueError(msg) from None
+
+
+def check_actual(actual: object) -> str:
+    """Return the dtype name of the result `actual`, or raise naming `actual`."""
+    return check_array("actual", actual)
+
+
+def check_tolerances(rtol: object, atol: object) -> tuple[float | None, float | None]:
+    """`rtol` and `atol` as floats (None stays None): each finite, >= 0 and not a bool."""
+    return (
+        None if rtol is None else check_nonnegative("rtol", rtol),
+        None if atol is None else check_nonnegative("atol", atol),
+    )
+
+
 def pair_norms(spec: RopeSpec, y: F64) -> F64:
     """Norm of the pair each feature belongs to (``|x|`` for pass-through features)."""
     start, stop = spec.rotary_start, spec.rotary_stop
@@ -197,11 +221,13 @@ def compare(
     atol: float | None = None,
     angle_dtype: object = None,
 ) -> Comparison:
-    """Compare `actual` with the oracle of `s`; raise ValueError if the shapes differ."""
-    if not is_array(actual) and not isinstance(actual, np.ndarray):
-        msg = f"`actual` must be an array; got {type(actual).__name__}."
-        raise TypeError(msg)
-    actual_name = dtype_name(actual.dtype)
+    """Compare `actual` with the oracle of `s`; raise ValueError if the shapes differ.
+
+    Every public comparison (`assert_rope_close`, `rope_report`, `diagnose`) comes through
+    here, so `actual`, `rtol` and `atol` are checked here, before anything is computed.
+    """
+    rtol, atol = check_tolerances(rtol, atol)
+    actual_name = check_actual(actual)
     a64 = host64(actual)
     if a64.shape != s.x.shape:
         msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
@@ -216,7 +242,7 @@ def compare(
         tol = tolerance(s, expected, model, error_model(actual_name).eps)
     else:
         model = None
-        tol = float(atol or 0.0) + float(rtol or 0.0) * np.abs(expected)
+        tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
         tol = np.broadcast_to(tol, error.shape).astype(np.float64)
     return Comparison(
         setup=s, actual=a64, expected=expected, error=error, tolerance=tol, model=model

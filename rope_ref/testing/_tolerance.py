@@ -26,6 +26,7 @@ from rope_ref._core.error_model import angle_error
 from rope_ref._core.frequencies import rope_angles
 from rope_ref._core.positions import as_positions, shift
 from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_nonnegative
 
 __all__ = ["EPS", "ErrorModel", "dtype_name", "error_model", "rope_atol"]
 
@@ -72,6 +73,9 @@ class ErrorModel:
     roundings : float, default 4
         Roundings of size `eps` allowed per element.
 
+    All three must be finite real numbers >= 0 (not bool): TypeError or ValueError naming
+    the field otherwise.
+
     Examples
     --------
     >>> from rope_ref.testing import ErrorModel
@@ -83,6 +87,10 @@ class ErrorModel:
     eps: float
     angle_eps: float
     roundings: float = 4.0
+
+    def __post_init__(self) -> None:
+        for name in ("eps", "angle_eps", "roundings"):
+            object.__setattr__(self, name, check_nonnegative(name, getattr(self, name)))
 
     def atol(self, max_angle: Any, magnitude: Any = 1.0) -> Any:
         """Absolute tolerance at `max_angle` (radians) for pairs of norm `magnitude`.
@@ -161,7 +169,7 @@ def rope_atol(
         Dtype of the result.
     magnitude : float, default 1.0
         Largest norm of a rotated pair of the input, times the attention factor if any
-        (for inputs bounded by ``m``, ``sqrt(2) * m`` is safe).
+        (for inputs bounded by ``m``, ``sqrt(2) * m`` is safe); a finite real number >= 0.
     offset : float, default 0
         Added to `positions`.
     angle_dtype : dtype or str, optional
@@ -186,13 +194,14 @@ def rope_atol(
     True
     """
     check_spec(spec)
+    size = check_nonnegative("magnitude", magnitude)
     p = as_positions(_host(positions), xp=host_namespace(), n_axes=spec.position_axes)
     p = shift(p, offset, host_namespace())
     top = 0.0
     if p.size:
         top = float(np.max(np.abs(to_numpy(rope_angles(spec, p, seq_len)))))
     model = error_model(dtype, angle_dtype=angle_dtype)
-    return float(model.atol(top, magnitude))
+    return float(model.atol(top, size))
 
 
 def _host(a: Any) -> Any:
