@@ -106,7 +106,7 @@ EVEN = "`partial_rotary_factor` must give an even rotary dimension of at least 2
 # (path, value, error, message): errors of a combination of values, naming the keys.
 COMBINED = [
     ((*P, "partial_rotary_factor"), 0.01, ValueError, f"{EVEN} (HF's int(head_dim"),
-    (("head_dim",), 7, ValueError, f"{EVEN} (HF's int(head_dim * partial_rotary_factor)); got "),
+    (("head_dim",), 7, ValueError, "`head_dim` must be even (RoPE rotates pairs of features)"),
     ((*P, "mrope_section"), [8, 8], ValueError, "`mrope_section` must be pair counts summing to "),
     ((*P, "rope_type"), "fancy", ValueError, "`rope_type` must be one of 'default', 'linear'"),
 ]

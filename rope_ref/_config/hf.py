@@ -15,6 +15,7 @@ import numpy as np
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._core.aliases import SectionOrder
 from rope_ref._core.spec import RopeSpec, ScalingRule
+from rope_ref._core.validation import check_int
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
 
 __all__ = ["spec_from_hf", "spec_to_hf"]
@@ -54,16 +55,30 @@ def spec_from_hf(
     # Every value has been read and checked on its own; now the combinations.
     rotary_dim = head_dim if rope_type == "proportional" else int(head_dim * fraction)
     if rotary_dim % 2 or rotary_dim < 2:
-        msg = (
-            "`partial_rotary_factor` must give an even rotary dimension of at least 2 from "
-            f"`head_dim` (HF's int(head_dim * partial_rotary_factor)); got "
-            f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
-        )
+        if source is None or rope_type == "proportional":  # the whole head rotates
+            msg = (
+                "`head_dim` must be even (RoPE rotates pairs of features) and at least 2; "
+                f"got head_dim={head_dim} ({_head_dim_origin(cfg)})."
+            )
+        else:
+            msg = (
+                "`partial_rotary_factor` must give an even rotary dimension of at least 2 from "
+                f"`head_dim` (HF's int(head_dim * partial_rotary_factor)); got "
+                f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
+            )
         raise ValueError(msg)
+    requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
     if sections is not None and sum(sections) != rotary_dim // 2:
-        requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
         params.fail("mrope_section", requirement, list(sections), ValueError)
-    sections = sections or _default_sections(outer, cfg)
+    if sections is None:
+        sections, model_type = _default_sections(outer, cfg)
+        if sections is not None and sum(sections) != rotary_dim // 2:
+            msg = (
+                f"`mrope_section` must be {requirement}; the config gives none, so model_type "
+                f"{model_type!r} implies HF's default {list(sections)} (sum {sum(sections)}); "
+                f"give mrope_section in {params.where}."
+            )
+            raise ValueError(msg)
     if section_order is None:
         section_order = _default_section_order(params, outer, cfg)
     return RopeSpec(
@@ -114,14 +129,15 @@ def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | No
 
 def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
     key = "rope_type" if params.has("rope_type") else "type"
-    rope_type = params.string(key) or "default"
+    given = params.string(key)
+    rope_type = "default" if given is None else given  # "" is a value (an unknown type)
     rope_type = _ALIASES.get(rope_type, rope_type)
     if rope_type == "yarn" and cfg.string("model_type") == "phi3":
         rope_type = "longrope"  # Phi-3 configs once called LongRoPE "yarn"
     if rope_type not in _TYPES:
         msg = (
-            f"`rope_type` must be one of {', '.join(map(repr, _TYPES))}; got {rope_type!r} "
-            f"({params.where})."
+            f"`{key}` must be one of {', '.join(map(repr, _TYPES))}; got unknown rope_type "
+            f"{rope_type!r} ({params.where})."
         )
         raise ValueError(msg)
     return rope_type
@@ -140,14 +156,24 @@ def _first(values: list[Any], default: Any) -> Any:
 
 def _fraction_of(
     params: ConfigReader, cfg: ConfigReader, *, zero_allowed: bool
-) -> tuple[float, ConfigReader]:
-    """``partial_rotary_factor`` (parameters first, as HF) and where it was read."""
+) -> tuple[float, ConfigReader | None]:
+    """``partial_rotary_factor`` (parameters first, as HF) and where it was read (None: absent)."""
     bounds = {"at_least": 0.0} if zero_allowed else {"above": 0.0}
     values = [s.real("partial_rotary_factor", at_most=1.0, **bounds) for s in (params, cfg)]
     for value, source in zip(values, (params, cfg), strict=True):
         if value is not None:
             return value, source
-    return 1.0, params
+    return 1.0, None
+
+
+def _head_dim_origin(cfg: ConfigReader) -> str:
+    """Where `_head_dim` read the head size, for error messages."""
+    if cfg.has("head_dim"):
+        return cfg.where
+    return (
+        f"hidden_size={cfg.raw('hidden_size')!r} // "
+        f"num_attention_heads={cfg.raw('num_attention_heads')!r} in {cfg.where}"
+    )
 
 
 def _axial_spec(head_dim: int, base: float) -> RopeSpec:
@@ -266,13 +292,18 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _default_sections(outer: ConfigReader, cfg: ConfigReader) -> tuple[int, ...] | None:
-    """The sections HF's Qwen-VL text rotary modules assume when the config has none."""
+def _default_sections(
+    outer: ConfigReader, cfg: ConfigReader
+) -> tuple[tuple[int, ...] | None, str | None]:
+    """The sections HF's Qwen-VL text rotary modules assume when the config has none.
+
+    Returns the sections and the model type that implies them (None, None for other types).
+    """
     for model_type in (cfg.string("model_type"), outer.string("model_type")):
         for family, sections in _DEFAULT_SECTIONS.items():
             if model_type is not None and model_type.startswith(family):
-                return sections
-    return None
+                return sections, model_type
+    return None, None
 
 
 def _default_section_order(
@@ -291,13 +322,19 @@ def _default_section_order(
 
 def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) -> dict[str, Any]:
     """See `RopeSpec.to_hf`."""
+    if max_position_embeddings is not None:
+        max_position_embeddings = _hf_integer(
+            "max_position_embeddings", max_position_embeddings, "max_position_embeddings"
+        )
     _check_expressible(spec)
     params: dict[str, Any] = {"rope_type": "default", "rope_theta": spec.base}
     extra: dict[str, Any] = {}
     if spec.scaling is not None:
         params.update(_rule_parameters(spec.scaling, spec))
         if isinstance(spec.scaling, DynamicNTK):
-            extra["max_position_embeddings"] = spec.scaling.max_position
+            extra["max_position_embeddings"] = _hf_integer(
+                "spec.scaling.max_position", spec.scaling.max_position, "max_position_embeddings"
+            )
     if spec._rotary_dim != spec.head_dim:
         params["partial_rotary_factor"] = _fraction(spec._rotary_dim, spec.head_dim)
     if spec.sections is not None:
@@ -314,6 +351,28 @@ def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) ->
             raise ValueError(msg)
         extra["max_position_embeddings"] = max_position_embeddings
     return {"head_dim": spec.head_dim, "rope_parameters": params, **extra}
+
+
+def _hf_integer(name: str, value: object, key: str) -> int:
+    """`value` as the integer HF's reader accepts for `key` (1 to 2**53), or raise naming `name`.
+
+    Integral floats (rules store integer-valued lengths as ints) are written as ints; a
+    fractional length has no HF form, so it is an error rather than a config that
+    `RopeSpec.from_hf` would refuse.
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, float):
+        msg = (
+            f"`{name}` must be an integer for a HF config ({key} is an integer there); "
+            f"got {value!r}."
+        )
+        raise ValueError(msg)
+    result = check_int(name, value, minimum=1)
+    if result > 2**53:
+        msg = f"`{name}` must be at most 2**53 for a HF config ({key}); got {result}."
+        raise ValueError(msg)
+    return result
 
 
 def _check_expressible(spec: RopeSpec) -> None:
@@ -350,7 +409,7 @@ def _rule_parameters(rule: object, spec: RopeSpec) -> dict[str, Any]:
         return {
             "rope_type": "llama3",
             "factor": rule.factor,
-            "original_max_position_embeddings": rule.original_max_position,
+            "original_max_position_embeddings": _original(rule),
             "low_freq_factor": rule.low_freq_factor,
             "high_freq_factor": rule.high_freq_factor,
         }
@@ -371,11 +430,19 @@ def _rule_parameters(rule: object, spec: RopeSpec) -> dict[str, Any]:
     raise ValueError(msg)
 
 
+def _original(rule: Llama3 | YaRN | LongRoPE) -> int:
+    return _hf_integer(
+        "spec.scaling.original_max_position",
+        rule.original_max_position,
+        "original_max_position_embeddings",
+    )
+
+
 def _yarn_parameters(rule: YaRN) -> dict[str, Any]:
     params: dict[str, Any] = {
         "rope_type": "yarn",
         "factor": rule.factor,
-        "original_max_position_embeddings": rule.original_max_position,
+        "original_max_position_embeddings": _original(rule),
         "beta_fast": rule.beta_fast,
         "beta_slow": rule.beta_slow,
         "truncate": rule.truncate,
@@ -394,7 +461,7 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
         "rope_type": "longrope",
         "short_factor": list(rule.short_factor),
         "long_factor": list(rule.long_factor),
-        "original_max_position_embeddings": rule.original_max_position,
+        "original_max_position_embeddings": _original(rule),
     }
     if rule.factor is not None:
         params["factor"] = rule.factor

@@ -76,10 +76,17 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
         spec.scaling.inv_freq(theta, base=spec.base, rotary_dim=d, seq_len=seq_len),
         dtype=np.float64,
     )
-    if scaled.shape != theta.shape or not np.all(np.isfinite(scaled)):
+    if scaled.shape != theta.shape:
         msg = (
             f"`spec.scaling` must give {spec.n_pairs} finite inverse frequencies; "
             f"got shape {scaled.shape}."
+        )
+        raise ValueError(msg)
+    bad = np.flatnonzero(~np.isfinite(scaled))
+    if bad.size:
+        msg = (
+            f"`spec.scaling` must give {spec.n_pairs} finite inverse frequencies; got "
+            f"{scaled[bad].tolist()} at pairs {bad.tolist()} (from {spec.scaling!r})."
         )
         raise ValueError(msg)
     return scaled
@@ -351,7 +358,16 @@ def _resolve_seq_len(
     seq_len = check_seq_len(seq_len)
     if seq_len is not None or spec.scaling is None:
         return seq_len
-    return max_plus_one(p, xp)
+    inferred = max_plus_one(p, xp)
+    if inferred <= 0.0:
+        msg = (
+            "`positions` must include one greater than -1 when `seq_len` is omitted and "
+            "spec.scaling is set: seq_len is inferred as max(positions) + 1 and must be "
+            f"positive; got max(positions) = {inferred - 1.0!r} (seq_len {inferred!r}). "
+            "Pass `seq_len` explicitly."
+        )
+        raise ValueError(msg)
+    return inferred
 
 
 def max_plus_one(p: Array, xp: ArrayNamespace) -> float:

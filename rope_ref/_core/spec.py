@@ -107,7 +107,8 @@ class RopeSpec:
     Raises
     ------
     TypeError
-        If a field has the wrong type (e.g. a float `head_dim`).
+        If a field has the wrong type (e.g. a float `head_dim`, or a scaling rule's class
+        such as ``scaling=rope_ref.scaling.Linear`` instead of an instance).
     ValueError
         If a field has a bad value; the message names the field and the value received.
 
@@ -268,10 +269,15 @@ high_freq_factor=4.0))
 
         Raises
         ------
+        TypeError
+            If `max_position_embeddings` is not an integer (bool and strings included).
         ValueError
-            If HF cannot express the spec: the interleaved layout, ``rotary_start != 0``,
-            custom `freqs`, xPos, interleaved sections other than Qwen3-VL's three, or a
-            rule with no HF type (`rope_ref.scaling.NTKAware`).
+            If `max_position_embeddings` is fractional or not from 1 to 2**53, or HF cannot
+            express the spec: the interleaved layout, ``rotary_start != 0``, custom `freqs`,
+            xPos, interleaved sections other than Qwen3-VL's three, a rule with no HF type
+            (`rope_ref.scaling.NTKAware`), or a fractional length that HF stores as an
+            integer (``original_max_position``, `DynamicNTK`'s ``max_position``). What it
+            returns, `from_hf` reads back.
 
         Examples
         --------
@@ -363,6 +369,12 @@ def _check_freqs(value: object, n_pairs: int) -> tuple[float, ...] | None:
 def _check_scaling(value: object, rotary_dim: int) -> None:
     if value is None:
         return
+    if isinstance(value, type):  # the class passes the Protocol check: its methods exist
+        msg = (
+            "`scaling` must be an instance of a scaling rule (e.g. rope_ref.scaling.Linear(2.0)); "
+            f"got the class {value.__name__}."
+        )
+        raise TypeError(msg)
     if not isinstance(value, ScalingRule):
         msg = (
             "`scaling` must be a scaling rule with inv_freq() and attention_factor() "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,6 +12,7 @@ from rope_ref._core.validation import check_real
 __all__ = [
     "check_bool",
     "check_context_length",
+    "check_divisor",
     "check_factor_list",
     "check_length",
     "check_optional_positive",
@@ -31,6 +33,22 @@ def check_positive(name: str, value: object) -> float:
     result = check_real(name, value)
     if result <= 0.0:
         msg = f"`{name}` must be positive; got {result!r}."
+        raise ValueError(msg)
+    return result
+
+
+def check_divisor(name: str, value: object) -> float:
+    """A positive factor whose reciprocal is finite.
+
+    Inverse frequencies (at most 1) are divided by it, so a tinier one (below about
+    5.6e-309) would make them infinite.
+    """
+    result = check_positive(name, value)
+    if not math.isfinite(1.0 / result):
+        msg = (
+            f"`{name}` must be at least 1 / (largest float64) ~ 5.6e-309: the inverse "
+            f"frequencies are divided by it and would overflow to inf; got {result!r}."
+        )
         raise ValueError(msg)
     return result
 
@@ -63,14 +81,14 @@ def check_bool(name: str, value: object) -> bool:
 
 
 def check_factor_list(name: str, value: object) -> tuple[float, ...]:
-    """A non-empty sequence of finite positive reals, as a tuple of floats."""
+    """A non-empty sequence of finite positive divisors (see `check_divisor`), as floats."""
     if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
         msg = f"`{name}` must be a sequence of positive real numbers; got {value!r}."
         raise TypeError(msg)
     if np.ndim(value) != 1 or len(value) == 0:
         msg = f"`{name}` must be a non-empty 1-D sequence; got shape {np.shape(value)}."
         raise ValueError(msg)
-    return tuple(check_positive(name, v) for v in value)
+    return tuple(check_divisor(name, v) for v in value)
 
 
 def check_length(name: str, values: tuple[float, ...], rotary_dim: int) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref.scaling._checks import check_positive, set_field
+from rope_ref.scaling._checks import check_divisor, set_field
 
 __all__ = ["Linear"]
 
@@ -24,7 +24,8 @@ class Linear:
     Raises
     ------
     ValueError
-        If `factor` is not finite or not positive.
+        If `factor` is not finite, not positive, or too small to divide by
+        (below about 5.6e-309 the inverse frequencies would overflow).
 
     Notes
     -----
@@ -53,7 +54,7 @@ class Linear:
     factor: float
 
     def __post_init__(self) -> None:
-        set_field(self, "factor", check_positive("factor", self.factor))
+        set_field(self, "factor", check_divisor("factor", self.factor))
 
     def inv_freq(
         self, inv_freq: NDArray[np.float64], *, base: float, rotary_dim: int, seq_len: float | None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref.scaling._checks import check_context_length, check_positive, set_field
+from rope_ref.scaling._checks import check_context_length, check_divisor, check_positive, set_field
 
 __all__ = ["Llama3"]
 
@@ -30,7 +30,8 @@ class Llama3:
     Raises
     ------
     ValueError
-        If a number is not finite or not positive, or if
+        If a number is not finite or not positive, `factor` is below about 5.6e-309 (the
+        inverse frequencies divided by it would overflow), or
         ``low_freq_factor >= high_freq_factor``; the message names the field.
 
     Notes
@@ -75,7 +76,7 @@ class Llama3:
     high_freq_factor: float = 4.0
 
     def __post_init__(self) -> None:
-        set_field(self, "factor", check_positive("factor", self.factor))
+        set_field(self, "factor", check_divisor("factor", self.factor))
         set_field(
             self,
             "original_max_position",

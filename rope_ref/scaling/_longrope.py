@@ -40,7 +40,8 @@ class LongRoPE:
     Raises
     ------
     ValueError
-        If a factor is not finite or not positive, or `original_max_position` is not
+        If a factor is not finite or not positive (or, in the lists, too small to divide
+        by: below about 5.6e-309), or `original_max_position` is not
         greater than 1; at `rope_ref.RopeSpec` construction, if a factor list does not have
         ``rotary_dim // 2`` entries.
 

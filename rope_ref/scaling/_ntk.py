@@ -7,7 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref.scaling._checks import check_context_length, check_positive, pair_exponents, set_field
+from rope_ref.scaling._checks import (
+    check_context_length,
+    check_divisor,
+    check_positive,
+    pair_exponents,
+    set_field,
+)
 
 __all__ = ["DynamicNTK", "NTKAware"]
 
@@ -29,7 +35,8 @@ class NTKAware:
     Raises
     ------
     ValueError
-        If `factor` is not finite or not positive.
+        If `factor` is not finite, not positive, or too small to divide by
+        (below about 5.6e-309 the inverse frequencies would overflow).
 
     Notes
     -----
@@ -57,7 +64,7 @@ class NTKAware:
     factor: float
 
     def __post_init__(self) -> None:
-        set_field(self, "factor", check_positive("factor", self.factor))
+        set_field(self, "factor", check_divisor("factor", self.factor))
 
     def inv_freq(
         self, inv_freq: NDArray[np.float64], *, base: float, rotary_dim: int, seq_len: float | None

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rope_ref._core.validation import check_real
-from rope_ref.scaling._checks import check_positive, set_field
+from rope_ref.scaling._checks import check_divisor, set_field
 
 __all__ = ["Proportional"]
 
@@ -30,7 +30,8 @@ class Proportional:
     Raises
     ------
     ValueError
-        If `partial_rotary_factor` is outside [0, 1] or `factor` is not positive.
+        If `partial_rotary_factor` is outside [0, 1] or `factor` is not positive or too
+        small to divide by (below about 5.6e-309 the inverse frequencies would overflow).
 
     Notes
     -----
@@ -62,7 +63,7 @@ class Proportional:
             msg = f"`partial_rotary_factor` must be between 0 and 1; got {fraction!r}."
             raise ValueError(msg)
         set_field(self, "partial_rotary_factor", fraction)
-        set_field(self, "factor", check_positive("factor", self.factor))
+        set_field(self, "factor", check_divisor("factor", self.factor))
 
     def n_rotated(self, rotary_dim: int) -> int:
         """Number of pairs that rotate, ``int(partial_rotary_factor * rotary_dim // 2)``."""

@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 from rope_ref.scaling._checks import (
     check_bool,
     check_context_length,
+    check_divisor,
     check_optional_positive,
     check_optional_real,
     check_positive,
@@ -51,7 +52,8 @@ class YaRN:
         are interpolated. Positive.
     mscale, mscale_all_dim : float, optional
         DeepSeek-style temperature: when both are non-zero the attention factor is
-        ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)``.
+        ``yarn_mscale(s, mscale) / yarn_mscale(s, mscale_all_dim)`` (HF's ``get_mscale``
+        ratio), which must come out finite and positive.
     attention_factor : float, optional
         Explicit attention factor (positive); overrides the two above.
     truncate : bool, default True
@@ -62,7 +64,10 @@ class YaRN:
     ------
     ValueError
         If a number is not finite, or `factor`, `original_max_position`, `beta_fast`,
-        `beta_slow` or `attention_factor` is not positive; the message names the field.
+        `beta_slow` or `attention_factor` is not positive, or `factor` is so small that
+        the inverse frequencies divided by it overflow, or (without `attention_factor`)
+        `mscale` and `mscale_all_dim` give an attention factor that is zero, negative or
+        not finite; the message names the field.
     TypeError
         If `truncate` is not a bool.
 
@@ -126,7 +131,7 @@ class YaRN:
         attention_factor: float | None = None,
         truncate: bool = True,
     ) -> None:
-        set_field(self, "factor", check_positive("factor", factor))
+        set_field(self, "factor", check_divisor("factor", factor))
         set_field(
             self,
             "original_max_position",
@@ -142,6 +147,23 @@ class YaRN:
             check_optional_positive("attention_factor", attention_factor),
         )
         set_field(self, "truncate", check_bool("truncate", truncate))
+        self._check_mscale_ratio()
+
+    def _check_mscale_ratio(self) -> None:
+        """The mscale ratio (when it applies) must be a finite positive attention factor."""
+        if self.attention_factor_value is not None or not (self.mscale and self.mscale_all_dim):
+            return
+        top = yarn_mscale(self.factor, self.mscale)
+        bottom = yarn_mscale(self.factor, self.mscale_all_dim)
+        ratio = top / bottom if bottom != 0.0 else math.inf
+        if not (math.isfinite(ratio) and ratio > 0.0):
+            msg = (
+                "`mscale` and `mscale_all_dim` must give a finite positive attention factor "
+                f"yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim); got "
+                f"mscale={self.mscale!r}, mscale_all_dim={self.mscale_all_dim!r} with "
+                f"factor={self.factor!r}: {top!r} / {bottom!r}."
+            )
+            raise ValueError(msg)
 
     def __repr__(self) -> str:
         fields = {
