@@ -257,6 +257,10 @@ def test_non_finite_inverse_frequencies_are_shown():
 )
 def test_inferred_seq_len_is_explained(rule):
     spec = rr.RopeSpec(8, scaling=rule)
-    with pytest.raises(ValueError, match=r"`positions` .*inferred as max\(positions\) \+ 1"):
+    explained = r"`seq_len` is inferred as max\(positions\) \+ 1 .* `positions` up to -5"
+    with pytest.raises(ValueError, match=explained):
         rr.rope_angles(spec, [-10, -5])
+    q = np.ones((2, 8))
+    with pytest.raises(ValueError, match=explained):  # q and k share the inferred seq_len
+        rr.apply_rope_qk(q, q, spec, np.array([-10, -5]))
     assert rr.rope_angles(spec, [-10, -5], seq_len=8).shape == (2, 4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 import array_api_compat
 import numpy as np

@@ -30,6 +30,7 @@ from rope_ref._core.validation import check_choice, check_real
 __all__ = [
     "attention_factor",
     "check_seq_len",
+    "inferred_seq_len",
     "inv_freq",
     "max_plus_one",
     "move_tables",
@@ -358,16 +359,19 @@ def _resolve_seq_len(
     seq_len = check_seq_len(seq_len)
     if seq_len is not None or spec.scaling is None:
         return seq_len
-    inferred = max_plus_one(p, xp)
-    if inferred <= 0.0:
+    return inferred_seq_len(max_plus_one(p, xp))
+
+
+def inferred_seq_len(top: float) -> float:
+    """`top` (max(positions) + 1) as the seq_len of a call that gave none, if positive."""
+    if top <= 0.0:
         msg = (
-            "`positions` must include one greater than -1 when `seq_len` is omitted and "
-            "spec.scaling is set: seq_len is inferred as max(positions) + 1 and must be "
-            f"positive; got max(positions) = {inferred - 1.0!r} (seq_len {inferred!r}). "
-            "Pass `seq_len` explicitly."
+            "`seq_len` is inferred as max(positions) + 1 when it is omitted and spec.scaling "
+            f"is set, and must be positive; got `positions` up to {top - 1.0!r}. Pass "
+            "`seq_len` explicitly."
         )
         raise ValueError(msg)
-    return inferred
+    return top
 
 
 def max_plus_one(p: Array, xp: ArrayNamespace) -> float:

@@ -25,7 +25,13 @@ from rope_ref._core.compat import (
     to_numpy,
 )
 from rope_ref._core.foreign import is_mlx_array, on_host
-from rope_ref._core.frequencies import check_seq_len, max_plus_one, move_tables, tables
+from rope_ref._core.frequencies import (
+    check_seq_len,
+    inferred_seq_len,
+    max_plus_one,
+    move_tables,
+    tables,
+)
 from rope_ref._core.positions import (
     as_positions,
     check_offset,
@@ -509,7 +515,7 @@ def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) ->
     """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
     arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
     tops = [max_plus_one(p, array_namespace(p)) for p in arrays]
-    return max(tops) + float(check_offset(offset))
+    return inferred_seq_len(max(tops) + float(check_offset(offset)))
 
 
 def _kernel_qk(
