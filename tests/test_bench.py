@@ -69,7 +69,7 @@ def test_gpu_preset_without_cupy_says_what_to_install(capsys):
     if rr.available_backends()["cupy"] is None:
         pytest.skip("CuPy is installed here")
     assert main(["bench", "--preset", "gpu-decode", "--rounds", "1"]) == 1
-    assert "pip install 'rope-ref[cupy]'" in capsys.readouterr().err
+    assert "pip install cupy-cuda12x" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -247,3 +247,16 @@ def test_16_bit_cases_large_enough_for_the_threaded_copy_run(capsys, dtype):
     else:
         assert numba["median_s"] is None
         assert "not bfloat16" in numba["note"]
+
+
+def test_table_names_what_is_not_timed_here(capsys, monkeypatch):
+    from rope_ref.cli.bench import cpu
+
+    missing = {"reference": None, "numba": "needs 'numba': pip install 'rope-ref[numba]'"}
+    monkeypatch.setattr(cpu, "available_backends", lambda: missing)
+    monkeypatch.setattr(cpu, "_installed", lambda module: False)
+    assert main(["bench", "--shape", "1,4,2,8", "--rounds", "2"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("not timed here: numba (needs 'numba': pip install")
+    assert "PyTorch eager and torch.compile (torch is not installed)" in last
+    assert "rotary-embedding-torch (not installed)" in last

@@ -49,13 +49,16 @@ def test_transformers_and_torchtune_rows_are_conformant():
 def test_table_and_json(capsys):
     rows = [
         Row("p", "1.0", "peer A", "x=1", "conformant", 0.25, "float32-grade", 1e-3),
-        Row("q", "-", "q", "-", "skipped", diagnosis="q is not installed (pip install q)"),
+        Row(
+            "q", "", "q", "not installed", "skipped", diagnosis="q is not installed (pip install q)"
+        ),
     ]
     lines = table_lines(rows)
     assert lines[0].split() == ["peer", "settings", "verdict", "error/tol", "angles"]
     assert "peer A 1.0  x=1" in lines[2]
     assert "float32-grade (1.0e-03 rad)" in lines[2]
-    assert lines[-1] == "- q (-): q is not installed (pip install q)"
+    assert lines[3].split() == ["q", "not", "installed", "skipped", "-", "-"]
+    assert lines[-1] == "- q (not installed): q is not installed (pip install q)"
     assert main(["survey", "--only", "vllm", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["rows"][0]["package"] == "vllm"

@@ -18,12 +18,17 @@ _REGISTRY: dict[str, tuple[str, str | None]] = {
     "cupy": ("rope_ref.backends.cupy_cuda", "cupy"),
 }
 BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto")
+# How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).
+INSTALL_HINTS = {
+    "numba": "pip install 'rope-ref[numba]'",
+    "cupy": "pip install cupy-cuda12x (the CuPy wheel for your CUDA)",
+}
 
 
 def _missing_reason(name: str) -> str | None:
     module_name, dependency = _REGISTRY[name]
     if dependency is not None and importlib.util.find_spec(dependency) is None:
-        return f"needs {dependency!r}: pip install 'rope-ref[{name}]'"
+        return f"needs {dependency!r}: {INSTALL_HINTS[name]}"
     try:
         found = importlib.util.find_spec(module_name) is not None
     except ModuleNotFoundError:

@@ -108,7 +108,7 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by `args`; print a table or JSON."""
-    from rope_ref.cli.bench.cpu import Unavailable
+    from rope_ref.cli.bench.cpu import Unavailable, not_timed
     from rope_ref.cli.bench.harness import Case, run_case, sweep_cases
 
     dtypes = args.dtype or ["float32"]
@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_describe(machine_description()))
         print(format_table(results))
+        missing = dict.fromkeys(m for case, _ in cases for m in not_timed(case))
+        if missing and not args.only:
+            print(f"not timed here: {'; '.join(missing)}")
     return 0
 
 

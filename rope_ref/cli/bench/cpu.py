@@ -77,6 +77,21 @@ def implementations(case: Case) -> list[Impl]:
     return impls
 
 
+def not_timed(case: Case) -> list[str]:
+    """The CPU implementations that `implementations(case)` leaves out here, and why."""
+    if case.device != "cpu" or case.sequences:
+        return []
+    missing = []
+    reason = available_backends()["numba"]
+    if reason is not None:
+        missing.append(f"numba ({reason})")
+    if not _installed("torch"):
+        missing.append("PyTorch eager and torch.compile (torch is not installed)")
+    if not _installed("rotary_embedding_torch") and not case.qk:
+        missing.append("rotary-embedding-torch (not installed)")
+    return missing
+
+
 def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 

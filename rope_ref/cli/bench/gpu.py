@@ -124,7 +124,7 @@ def gpu_implementations(case: Case) -> list[Impl]:
     from rope_ref.cli.bench.cpu import Impl, Unavailable
 
     if not _installed("cupy"):
-        msg = "GPU benchmarks need CuPy: pip install 'rope-ref[cupy]'"
+        msg = "GPU benchmarks need CuPy: pip install cupy-cuda12x (the wheel for your CUDA)"
         raise Unavailable(msg)
 
     def impl(name: str, kind: str, function: Callable[..., Prepared], note: str = "",

@@ -130,7 +130,9 @@ def survey(
             continue
         reason = group.missing()
         if reason is not None:
-            rows.append(Row(group.package, "-", group.package, "-", "skipped", diagnosis=reason))
+            rows.append(
+                Row(group.package, "", group.package, "not installed", "skipped", diagnosis=reason)
+            )
             continue
         version = _version(group.package)
         try:
