@@ -216,3 +216,25 @@ def test_pixel_max_freq_must_keep_frequencies_finite():
 def test_mrope_segments_must_be_a_sequence(segments):
     with pytest.raises(TypeError, match=r"`segments` must be a sequence"):
         rr.mrope_positions(segments)
+
+
+def test_python_ints_past_int64_are_rounded_once_to_float64():
+    got = rr.apply_rope(X, rr.RopeSpec(8), [2**64 + 1, 2**70, 3, 2**63, 5])
+    rounded = [float(2**64 + 1), float(2**70), 3.0, float(2**63), 5.0]
+    np.testing.assert_array_equal(got, rr.apply_rope(X, rr.RopeSpec(8), np.array(rounded)))
+    with pytest.raises(ValueError, match=r"`positions` must be finite in float64"):
+        rr.apply_rope(X, rr.RopeSpec(8), [10**400] * 5)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: rr.apply_rope(np.zeros((5, 0))), "x"),
+        (lambda: rr.convert_layout(np.zeros((5, 0))), "x"),
+        (lambda: rr.permute_weights(np.zeros((0, 5)), n_heads=1), "w"),
+        (lambda: rr.apply_rope(np.zeros((5, 7))), "x"),
+    ],
+)
+def test_spec_none_names_the_array_its_head_dim_came_from(call, name):
+    with pytest.raises(ValueError, match=rf"`{name}` must give a valid head_dim when spec is None"):
+        call()

@@ -16,6 +16,7 @@ where the angles are computed.
 from __future__ import annotations
 
 import math
+import numbers
 
 import array_api_compat
 import numpy as np
@@ -111,10 +112,25 @@ def _from_python(positions: object, name: str) -> np.ndarray:
     except ValueError:
         msg = f"`{name}` must be a real number or a rectangular sequence of them; got ragged."
         raise ValueError(msg) from None
+    if p.dtype.kind == "O" and p.size and all(_is_real(v) for v in p.flat):
+        p = _beyond_int64(p, name)  # Python ints too large for int64
     if p.dtype.kind not in "iuf":
         msg = f"`{name}` must hold integer or real numbers; got {positions!r}."
         raise TypeError(msg)
     return p
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def _beyond_int64(p: np.ndarray, name: str) -> np.ndarray:
+    """Python numbers NumPy holds as objects (ints past int64) in float64, rounded once."""
+    try:
+        return np.vectorize(float, otypes=[np.float64])(p)  # float(int) rounds correctly
+    except OverflowError:
+        msg = f"`{name}` must be finite in float64; got an integer beyond 1.8e308."
+        raise ValueError(msg) from None
 
 
 def normalize_seq_axis(seq_axis: object, ndim: int, name: str = "x") -> int:

@@ -354,7 +354,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
 
 def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
     if spec is None:
-        return RopeSpec(head_dim=x.shape[-1])
+        return default_spec(x.shape[-1], name, tuple(x.shape))
     spec = check_spec(spec)
     if x.shape[-1] != spec.head_dim:
         msg = (
@@ -363,6 +363,18 @@ def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
         )
         raise ValueError(msg)
     return spec
+
+
+def default_spec(head_dim: int, name: str, shape: tuple[int, ...]) -> RopeSpec:
+    """``RopeSpec(head_dim)`` for ``spec=None``; an error names the array it came from."""
+    try:
+        return RopeSpec(head_dim=head_dim)
+    except ValueError as err:
+        msg = (
+            f"`{name}` must give a valid head_dim when spec is None (head_dim = {head_dim} "
+            f"from shape {shape}): {err}"
+        )
+        raise ValueError(msg) from err
 
 
 def _tables_for(

@@ -7,7 +7,7 @@ from rope_ref._core.compat import device
 from rope_ref._core.reference import half_index_of_interleaved
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_choice, check_int
-from rope_ref._engine.api import _check_x, _resolve_spec
+from rope_ref._engine.api import _check_x, _resolve_spec, default_spec
 
 __all__ = ["convert_layout", "feature_order", "permute_weights"]
 
@@ -131,7 +131,7 @@ def permute_weights(
         )
         raise ValueError(msg)
     head_dim = w.shape[0] // n_heads
-    spec = RopeSpec(head_dim=head_dim) if spec is None else check_spec(spec)
+    spec = default_spec(head_dim, "w", tuple(w.shape)) if spec is None else check_spec(spec)
     if spec.head_dim != head_dim:
         msg = (
             f"`spec` must be a RopeSpec with head_dim = w.shape[0] // n_heads = {head_dim}; "
