@@ -127,10 +127,11 @@ def _is_real(value: object) -> bool:
 def _beyond_int64(p: np.ndarray, name: str) -> np.ndarray:
     """Python numbers NumPy holds as objects (ints past int64) in float64, rounded once."""
     try:
-        return np.vectorize(float, otypes=[np.float64])(p)  # float(int) rounds correctly
+        rounded: np.ndarray = np.vectorize(float, otypes=[np.float64])(p)
     except OverflowError:
         msg = f"`{name}` must be finite in float64; got an integer beyond 1.8e308."
         raise ValueError(msg) from None
+    return rounded  # float(int) rounds correctly
 
 
 def normalize_seq_axis(seq_axis: object, ndim: int, name: str = "x") -> int:
