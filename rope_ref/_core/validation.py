@@ -12,6 +12,7 @@ import numpy as np
 
 __all__ = [
     "check_axis",
+    "check_bool",
     "check_callable",
     "check_choice",
     "check_int",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rope_ref._core.validation import check_real
+from rope_ref._core.validation import check_bool, check_real
 
 __all__ = [
     "check_bool",
@@ -70,14 +70,6 @@ def check_context_length(name: str, value: object, *, minimum: float = 0.0) -> i
         msg = f"`{name}` must be greater than {minimum:g}; got {result!r}."
         raise ValueError(msg)
     return int(result) if result.is_integer() else result
-
-
-def check_bool(name: str, value: object) -> bool:
-    """True or False (not 0/1)."""
-    if not isinstance(value, bool | np.bool_):
-        msg = f"`{name}` must be True or False; got {value!r}."
-        raise TypeError(msg)
-    return bool(value)
 
 
 def check_factor_list(name: str, value: object) -> tuple[float, ...]:
