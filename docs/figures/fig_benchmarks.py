@@ -115,26 +115,15 @@ def decoding_chart(report: dict, path: Path) -> None:
 
 def make(outdir: Path) -> list[Path]:
     """Write the benchmark tables and charts into `outdir`."""
+    charts = {  # recording -> its chart
+        "bench_cpu": lambda report, path: bar_chart(report, path, [1, 4096, 32, 128]),
+        "bench_decode": decoding_chart,
+        "bench_sweep": sweep_chart,
+    }
     written = []
-    cpu = _load("bench_cpu.json")
-    for name, job in (
-        ("bench_cpu.csv", lambda p: results_table(cpu, p)),
-        ("bench_cpu.png", lambda p: bar_chart(cpu, p, [1, 4096, 32, 128])),
-    ):
-        job(outdir / name)
-        written.append(outdir / name)
-    decode = _load("bench_decode.json")
-    for name, job in (
-        ("bench_decode.csv", lambda p: results_table(decode, p)),
-        ("bench_decode.png", lambda p: decoding_chart(decode, p)),
-    ):
-        job(outdir / name)
-        written.append(outdir / name)
-    sweep = _load("bench_sweep.json")
-    for name, job in (
-        ("bench_sweep.csv", lambda p: results_table(sweep, p)),
-        ("bench_sweep.png", lambda p: sweep_chart(sweep, p)),
-    ):
-        job(outdir / name)
-        written.append(outdir / name)
+    for name, chart in charts.items():
+        report = _load(f"{name}.json")
+        results_table(report, outdir / f"{name}.csv")
+        chart(report, outdir / f"{name}.png")
+        written += [outdir / f"{name}.csv", outdir / f"{name}.png"]
     return written
