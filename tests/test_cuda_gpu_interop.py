@@ -81,7 +81,6 @@ def test_every_framework_through_the_kernel(
 
 
 @pytest.mark.parametrize("name", ["cupy", "torch"])
-@pytest.mark.parametrize("name", ["cupy", "torch"])
 def test_what_a_repeated_call_reads_agrees_with_the_descriptor(np_rng, name):
     """`Arrays.geometry` and `Arrays.address` (read per call) against `Arrays.describe`
     (read once per signature) and the framework's own address and device."""
@@ -97,6 +96,7 @@ def test_what_a_repeated_call_reads_agrees_with_the_descriptor(np_rng, name):
     assert len({adapter.geometry(v) for v in views}) == len(views)
 
 
+@pytest.mark.parametrize("name", FRAMEWORKS)
 def test_general_path_takes_any_cuda_array(launches, np_rng, name):
     """xPos (not on the short road): tables built on the device, then the same kernel."""
     x = random_x(np_rng, (2, 6, 4, 64), DTYPES["bfloat16"])
