@@ -214,7 +214,7 @@ class _JaxArrays(Arrays):
 
     def device(self, a: Any) -> int:
         (device,) = a.devices()
-        return int(device.id)
+        return int(device.local_hardware_id)  # `id` is global across processes
 
     def usable(self, a: Any) -> bool:
         try:

@@ -14,6 +14,9 @@ the calls that need no host work but a few dictionary lookups:
 The spec must have no xPos and no sections, and a length-dependent scaling needs an
 explicit seq_len. Anything else, including every invalid argument, returns None: the
 general path then validates, raises the documented errors, or builds the tables itself.
+While the caller's stream is capturing a CUDA graph, such a call raises RuntimeError
+instead (saying what a capture takes): the general path's host work cannot be captured.
+An `out` on another device than x's raises ValueError.
 
 A call is checked once per *signature*: a flat tuple of the adapter, the spec object,
 ``seq_axis``, ``inverse``, ``seq_len`` and each array's `Arrays.geometry` (shape, strides,
@@ -75,7 +78,10 @@ def apply(
 ) -> Any | None:
     """`apply_rope` of one CUDA array by the kernel, or None to take the general path."""
     arrays = arrays_for(x)
-    if arrays is None or (out is not None and type(out) is not type(x)):
+    if arrays is None:
+        return None
+    if out is not None and type(out) is not type(x):
+        _declined(arrays, x)
         return None
     if arrays.kind == "jax":
         if out is not None or not arrays.usable(x):
@@ -83,7 +89,10 @@ def apply(
         return _through_cupy(arrays, apply, x, spec, positions, offset, seq_axis, inverse,
                              seq_len, None)  # fmt: skip
     results = _call(arrays, (x,), (positions,), out, spec, offset, seq_axis, inverse, seq_len)
-    return None if results is None else results[0]
+    if results is None:
+        _declined(arrays, x)
+        return None
+    return results[0]
 
 
 def apply_qk(
@@ -99,9 +108,10 @@ def apply_qk(
 ) -> tuple[Any, Any] | None:
     """`apply_rope_qk` of two CUDA arrays in one launch, or None to take the general path."""
     arrays = arrays_for(q)
-    if arrays is None or type(k) is not type(q):
+    if arrays is None:
         return None
-    if positions is None and k_positions is not None:
+    if type(k) is not type(q) or (positions is None and k_positions is not None):
+        _declined(arrays, q)
         return None
     if arrays.kind == "jax":
         if not (arrays.usable(q) and arrays.usable(k)):
@@ -115,12 +125,33 @@ def apply_qk(
         k_positions = positions
     results = _call(arrays, (q, k), (positions, k_positions), None, spec, offset, seq_axis,
                     inverse, seq_len)  # fmt: skip
-    return None if results is None else (results[0], results[1])
+    if results is None:
+        _declined(arrays, q)
+        return None
+    return results[0], results[1]
 
 
 def clear() -> None:
     """Forget every prepared call (for tests)."""
     _prepared.clear()
+
+
+_NOT_IN_A_CAPTURE = (
+    "this call cannot run inside a CUDA graph capture: it is not one the kernel takes "
+    "directly, and the general path would check and copy on the host, which a capture "
+    "cannot record. A capture takes: positions on the device (an array of x's kind, int32, "
+    "int64, float32 or float64) with an integer offset, or positions None with an integer "
+    "offset >= 0 whose rows fit the device table cache (64 MiB of cos and sin); no xPos or "
+    "sections; an explicit seq_len for a length-dependent scaling; out= x itself or an "
+    "array of x's shape and dtype apart from it; layouts the kernel reads in place. Pass "
+    "the positions as a device array, or make this call before or after the capture."
+)
+
+
+def _declined(arrays: Arrays, x: Any) -> None:
+    """Leave the call to the general path: RuntimeError while a graph is being captured."""
+    if arrays.usable(x) and arrays.capturing(arrays.stream(x)):
+        raise RuntimeError(_NOT_IN_A_CAPTURE)
 
 
 def _through_cupy(arrays: Arrays, function: Any, *args: Any) -> Any:
@@ -181,6 +212,12 @@ def _call(
     out_ptr = 0
     if out is not None:
         out_geometry = geometry(out)
+        if out_geometry is not None and out_geometry[3] != x_geometry[3]:
+            msg = (
+                f"`out` must be on the device of `x` (device {x_geometry[3]}); "
+                f"got an array on device {out_geometry[3]}."
+            )
+            raise ValueError(msg)
         if not _fits(arrays, xs[0], out, out_geometry, x_geometry):  # one x: its geometry
             return None
         out_ptr = address(out)

@@ -29,6 +29,7 @@ __all__ = [
     "dtype_name",
     "factor_bits",
     "overlap",
+    "overlaps_itself",
     "plan",
 ]
 
@@ -395,6 +396,12 @@ def _check_out(x: Desc, out: Desc) -> None:
             f"got {out.shape} {out.dtype}."
         )
         raise ValueError(msg)
+    if overlaps_itself(out):
+        msg = (
+            "`out` must not overlap itself (a broadcast or expanded view, with stride 0); "
+            f"got shape {out.shape} and byte strides {out.strides}."
+        )
+        raise ValueError(msg)
     element_type(x.dtype)
 
 
@@ -503,6 +510,31 @@ def overlap(a: Desc, b: Desc) -> bool:
         return False
     (a0, a1), (b0, b1) = _span(a), _span(b)
     return a0 < b1 and b0 < a1
+
+
+def overlaps_itself(a: Desc) -> bool:
+    """Whether two elements of `a` may share memory (stride 0, or axes that interleave).
+
+    Axes are taken by increasing stride; each must step past all the elements the smaller
+    ones reach. Layouts that interleave without touching are rare and also refused.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> overlaps_itself(describe_numpy(np.zeros((2, 8))))
+    False
+    >>> overlaps_itself(describe_numpy(np.broadcast_to(np.zeros(8), (2, 8))))
+    True
+    """
+    if 0 in a.shape:
+        return False
+    reach = a.itemsize
+    for stride, size in sorted((abs(s), n) for s, n in zip(a.strides, a.shape, strict=True)
+                               if n > 1):  # fmt: skip
+        if stride < reach:
+            return True
+        reach += stride * (size - 1)
+    return False
 
 
 def _span(a: Desc) -> tuple[int, int]:

@@ -97,7 +97,8 @@ def rotate(
         If an argument is not a CUDA array of `x`'s kind, a dtype is not supported, or `x`
         is a PyTorch tensor that records gradients.
     ValueError
-        If the shapes do not fit, or `out` partially overlaps `x`.
+        If the shapes do not fit, an argument is on another device, `out` partially
+        overlaps `x`, or `out` overlaps itself (a broadcast view).
 
     Examples
     --------
@@ -179,12 +180,18 @@ def _arrays(**named: Any) -> Arrays:
     for name, a in named.items():
         if a is None:
             continue
-        if type(a) is not type(first) or not arrays.usable(a) or arrays.device(a) != device:
+        if type(a) is not type(first) or not arrays.usable(a):
             msg = (
                 f"`{name}` must be a {type(first).__name__} on the device of `{first_name}` "
                 f"(device {device}); got a {type(a).__name__}."
             )
             raise TypeError(msg)
+        if arrays.device(a) != device:
+            msg = (
+                f"`{name}` must be on the device of `{first_name}` (device {device}); "
+                f"got an array on device {arrays.device(a)}."
+            )
+            raise ValueError(msg)
     return arrays
 
 
