@@ -30,6 +30,7 @@ import importlib
 import importlib.resources
 import importlib.util
 import threading
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from types import ModuleType
 from typing import Any
@@ -41,8 +42,10 @@ from .cuda_plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, descri
 __all__ = [
     "Arrays",
     "DeviceStandIn",
+    "Held",
     "HostStandIn",
     "arrays_for",
+    "check_bfloat16",
     "kernel_source",
     "on_device",
     "serve",
@@ -121,6 +124,13 @@ class Arrays:
         """`a` as an array of `xp` sharing its memory."""
         return a
 
+    def keep_alive(self, held: object, stream: Any) -> None:
+        """Hold `held` until the work queued on `stream` so far is done.
+
+        Nothing to do here: CuPy's memory pool and torch's caching allocator reuse memory
+        in the order of the stream that freed it, which is the launch's stream.
+        """
+
     def result(self, a: Any) -> Any:
         """An output allocated by `empty`, as the caller's kind of array."""
         return a
@@ -194,6 +204,8 @@ class _TorchArrays(Arrays):
     def launchable(self, a: Any) -> Any:
         # Zero-copy, on a's stream (the caller made it CuPy's current stream); detach():
         # DLPack refuses tensors that require grad (the caller checked none records any).
+        if a.dtype == self.torch.bfloat16:
+            check_bfloat16(self.xp)
         return self.xp.from_dlpack(a.detach())
 
 
@@ -205,6 +217,7 @@ class _JaxArrays(Arrays):
     def __init__(self) -> None:
         super().__init__()
         self.jax_dlpack = importlib.import_module("jax.dlpack")
+        self._held = Held(self.xp)
 
     def describe(self, a: Any) -> Desc | None:
         return None  # read through `launchable` (a CuPy view) instead
@@ -224,10 +237,87 @@ class _JaxArrays(Arrays):
         return len(devices) == 1 and next(iter(devices)).platform == "gpu"
 
     def launchable(self, a: Any) -> Any:
+        if a.dtype.name == "bfloat16":
+            check_bfloat16(self.xp)
         return self.xp.from_dlpack(a)
+
+    def keep_alive(self, held: object, stream: Any) -> None:
+        """Hold the CuPy views of JAX buffers (so the buffers) until `stream` is past them.
+
+        JAX's allocator reuses freed memory in the order of JAX's own stream, not this one.
+        """
+        self._held.hold(held, stream)
 
     def result(self, a: Any) -> Any:
         return self.jax_dlpack.from_dlpack(a)
+
+
+class Held:
+    """Objects held until an event recorded on a stream is done (PyTorch's ``record_stream``).
+
+    Each `hold` first lets go of what earlier events have finished with, so that what is
+    held is what the GPU may still read. Nothing is held while the stream is capturing a
+    CUDA graph: a graph's inputs are its caller's to keep alive until it is replayed.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy (its ``cuda.Event``).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> class Event:
+    ...     done = True
+    ...     def record(self, stream): pass
+    >>> held = Held(SimpleNamespace(cuda=SimpleNamespace(Event=lambda **kw: Event())))
+    >>> stream = SimpleNamespace(is_capturing=lambda: False)
+    >>> held.hold(["a view"], stream)
+    >>> len(held), held.hold(["another"], stream), len(held)
+    (1, None, 1)
+    """
+
+    def __init__(self, cp: ModuleType) -> None:
+        self._cp = cp
+        self._pending: deque[tuple[Any, object]] = deque()
+        self._lock = threading.Lock()
+
+    def hold(self, held: object, stream: Any) -> None:
+        """Keep `held` alive until the work queued on `stream` so far is done."""
+        if stream.is_capturing():
+            return
+        event = self._cp.cuda.Event(disable_timing=True)
+        event.record(stream)
+        with self._lock:
+            pending = self._pending
+            while pending and pending[0][0].done:
+                pending.popleft()
+            pending.append((event, held))
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def check_bfloat16(cp: ModuleType) -> None:
+    """TypeError unless `cp` can take bfloat16 arrays through DLPack (CuPy 14, ml_dtypes).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> check_bfloat16(SimpleNamespace(__version__="13.6.0"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: bfloat16 arrays reach the kernel through DLPack, which needs CuPy >= 14 ...
+    """
+    version = getattr(cp, "__version__", "0")
+    major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
+    missing = importlib.util.find_spec("ml_dtypes") is None
+    if major < 14 or missing:
+        got = f"CuPy {version}" + (" without ml_dtypes" if missing else "")
+        msg = (
+            "bfloat16 arrays reach the kernel through DLPack, which needs CuPy >= 14 and "
+            f'ml_dtypes (pip install "rope-ref[cupy]"); got {got}.'
+        )
+        raise TypeError(msg)
 
 
 class DeviceStandIn(np.ndarray):

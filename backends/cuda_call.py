@@ -161,6 +161,9 @@ def _through_cupy(arrays: Arrays, function: Any, *args: Any) -> Any:
     result = function(*converted)
     if result is None:
         return None
+    # the views hold JAX's buffers: until the launch is done, not until this returns
+    arrays.keep_alive([a for a, b in zip(converted, args, strict=True) if a is not b],
+                      arrays.stream(converted[0]))  # fmt: skip
     if isinstance(result, tuple):
         return tuple(arrays.result(r) for r in result)
     return arrays.result(result)

@@ -211,6 +211,7 @@ def _run(
                 views, layout=layout, rotary_start=rotary_start, inverse=inverse,
                 xp=arrays.xp, launch=lambda launch: arrays.launch(launch, stream),
             )  # fmt: skip
+            arrays.keep_alive(views, stream)  # JAX buffers: until the kernel is done
     return [o if given is not None else arrays.result(o)
             for o, (*_, given) in zip(outs, jobs, strict=True)]  # fmt: skip
 
