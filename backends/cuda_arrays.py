@@ -108,6 +108,17 @@ class Arrays:
         self.xp.cuda.get_current_stream().synchronize()
         return copy
 
+    def upload_ordered(self, host: np.ndarray[Any, Any], like: Any, stream: Any) -> Any:
+        """A copy of `host` on `like`'s device, made in `stream`'s order (no host wait).
+
+        The copy may still be under way on return: work queued on `stream` after this
+        call reads it, and its memory returns to the pool in `stream`'s order.
+        """
+        with stream:
+            copy = self.xp.empty(host.shape, dtype=host.dtype)
+            copy.set(host, stream=stream)
+        return copy
+
     def usable(self, a: Any) -> bool:
         """Whether `a` is an array in CUDA memory that this adapter can serve."""
         return True
@@ -188,6 +199,10 @@ class _TorchArrays(Arrays):
 
     def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
         return self.torch.from_numpy(host).to(device=like.device)  # synchronous from pageable
+
+    def upload_ordered(self, host: np.ndarray[Any, Any], like: Any, stream: Any) -> Any:
+        # on torch's current stream, which `stream` wraps; pageable memory is staged
+        return self.torch.from_numpy(host).to(device=like.device, non_blocking=True)
 
     def usable(self, a: Any) -> bool:
         return bool(a.is_cuda)
@@ -403,6 +418,10 @@ class HostStandIn(Arrays):
     def upload(self, host: np.ndarray[Any, Any], like: Any) -> Any:
         """A copy of `host`."""
         return np.array(host)
+
+    def upload_ordered(self, host: np.ndarray[Any, Any], like: Any, stream: Any) -> Any:
+        """`upload` (there is no stream to order it by)."""
+        return self.upload(host, like)
 
     def stream(self, a: Any) -> Any:
         """None: there are no streams."""

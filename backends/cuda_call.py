@@ -291,6 +291,8 @@ class _Prepared:
         self.axes, self.x_descs, self.positions = axes, x_descs, positions
         self.compute, self.device = compute, device
         self.gather = positions is not None
+        #: Tables per seq_len and stream: asked for each call (a dictionary lookup).
+        self.per_length = length_dependent(spec)
         #: The words a call writes: x, out and positions of each x, then the offset (gather
         #: kernel), or x, out, cos and sin of each x (table kernel: the rows move with it).
         self.slots = [
@@ -381,7 +383,11 @@ class _Prepared:
         needed = 0 if gather else shift + self.rows
         stream = arrays.stream(xs[0])
         generation, tables = self.tables
-        if tables is None or generation != device_tables.generation or tables.capacity < needed:
+        if self.per_length:
+            tables = self._table_cache(arrays, xs[0], needed, stream)
+            if arrays.capturing(stream):
+                device_tables.captured(tables)  # the graph reads them at every replay
+        elif tables is None or generation != device_tables.generation or tables.capacity < needed:
             tables = self._table_cache(arrays, xs[0], needed, stream)
             if tables.capacity < needed:
                 return None  # rows past the largest cache: host-built tables instead
