@@ -215,10 +215,10 @@ def _call(
     out_ptr = 0
     if out is not None:
         out_geometry = geometry(out)
-        if out_geometry is not None and out_geometry[3] != x_geometry[3]:
+        if out_geometry is not None and arrays.device(out) != arrays.device(xs[0]):
             msg = (
-                f"`out` must be on the device of `x` (device {x_geometry[3]}); "
-                f"got an array on device {out_geometry[3]}."
+                f"`out` must be on the device of `x` (device {arrays.device(xs[0])}); "
+                f"got an array on device {arrays.device(out)}."
             )
             raise ValueError(msg)
         if not _fits(arrays, xs[0], out, out_geometry, x_geometry):  # one x: its geometry

@@ -143,8 +143,8 @@ def test_nothing_is_held_for_a_graph_capture(cupy):
 def test_bfloat16_through_dlpack_needs_cupy_14(monkeypatch, version, ok):
     torch = pytest.importorskip("torch")
     module = stub_cupy.module(version)
-    received = []
-    module.from_dlpack = received.append
+    received: list[object] = []
+    module.from_dlpack = received.append  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupy", module)
     adapter = arrays_module._TorchArrays()
     tensor = torch.zeros(4, dtype=torch.bfloat16)
