@@ -17,6 +17,7 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends
 from rope_ref._engine.layout import convert_layout
+from rope_ref.cli.verify_cuda import cuda_checks
 
 __all__ = ["Check", "describe_setup", "run_checks"]
 
@@ -180,8 +181,10 @@ def run_checks(progress: Callable[[str], None] | None = None) -> tuple[list[Chec
             for dtype_name in ("float64", "float32"):
                 for check, error, tol in _checks(xp, backend, dtype_name):
                     results.append(Check(name, backend, dtype_name, check, error, tol))
-    skipped += [f"backend {b}: {reason}" for b, reason in backends.items() if reason]
-    return results, skipped
+    cuda_rows, cuda_skipped = cuda_checks(backends.get("cupy"), progress)  # says why not
+    results += [Check(*row) for row in cuda_rows]
+    skipped += [f"backend {b}: {why}" for b, why in backends.items() if why and b != "cupy"]
+    return results, skipped + cuda_skipped
 
 
 def describe_setup() -> dict[str, str]:
