@@ -59,7 +59,7 @@ from .cuda_plan import (
 )
 from .cuda_tables import DeviceTables, device_tables, length_dependent
 
-__all__ = ["apply", "apply_qk", "clear"]
+__all__ = ["apply", "apply_qk", "clear", "decline"]
 
 #: (spec, prepared call or None) by signature (cleared when it grows past `MAX_SIGNATURES`).
 _prepared: dict[Hashable, tuple[object, _Prepared | None]] = {}
@@ -129,6 +129,16 @@ def apply_qk(
         _declined(arrays, q)
         return None
     return results[0], results[1]
+
+
+def decline(x: Any) -> None:
+    """Leave a call on `x` to the general path; RuntimeError while a graph is captured.
+
+    For the calls ``apply_rope`` never offers this path (a `role`, another `form`).
+    """
+    arrays = arrays_for(x)
+    if arrays is not None:
+        _declined(arrays, x)
 
 
 def clear() -> None:

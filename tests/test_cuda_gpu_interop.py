@@ -150,6 +150,7 @@ def test_cupy_graph_replays_new_positions(np_rng):
     q, k, spec = decode_inputs(np_rng, "bfloat16")
     q_dev, k_dev = to_device(q, "cupy"), to_device(k, "cupy")
     positions = cp.asarray(POSITIONS["cached"](np_rng))
+    cp.cuda.Stream.null.synchronize()  # written on the legacy stream; read on another below
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         rr.apply_rope_qk(q_dev, k_dev, spec, positions, seq_axis=-3, backend="cupy")  # warm-up

@@ -116,6 +116,12 @@ def capture_case(np_rng):
 CAPTURE_REFUSED = {
     "xpos": lambda x: rr.apply_rope(x, rr.RopeSpec(head_dim=16, xpos=rr.XPos()), seq_axis=-3,
                                     backend="cupy"),
+    "a role": lambda x: rr.apply_rope(x, rr.RopeSpec(head_dim=16, xpos=rr.XPos()), seq_axis=-3,
+                                      role="query", backend="cupy"),
+    "another form": lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, form="complex",
+                                            backend="cupy"),
+    "another form, q and k": lambda x: rr.apply_rope_qk(x, x, SPEC, seq_axis=-3,
+                                                        form="matrix", backend="auto"),
     "host positions": lambda x: rr.apply_rope(x, SPEC, [0, 1, 2, 3, 4], seq_axis=-3,
                                               backend="cupy"),
     "fractional offset": lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, offset=0.5,

@@ -94,7 +94,7 @@ def host_framework(harness, host, *, replay_launches=True):
 
 def run(monkeypatch, harness, host, **options):
     cupy = stub_cupy.module()
-    cupy.cuda.runtime.getDeviceCount = lambda: 1  # type: ignore[attr-defined]
+    cupy.cuda.runtime.getDeviceCount = lambda: 1
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setattr(verify_cuda, "FRAMEWORKS",
                         {"host": host_framework(harness, host, **options)})  # fmt: skip

@@ -163,10 +163,13 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
-    if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
-        result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
-        if result is not None:
-            return result
+    if _cuda_backend(backend):
+        if role is None and isinstance(form, str) and form == "rotate_half":
+            result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+            if result is not None:
+                return result
+        else:
+            _cuda_call().decline(x)  # RuntimeError inside a CUDA graph capture
     if is_mlx_array(x):  # checked here, not by a decorator: the fast paths above stay short
         return on_host(
             apply_rope, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
@@ -262,12 +265,15 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
-    if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
-        result = _cuda_call().apply_qk(
-            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
-        )
-        if result is not None:
-            return result  # type: ignore[no-any-return]
+    if _cuda_backend(backend):
+        if isinstance(form, str) and form == "rotate_half":
+            result = _cuda_call().apply_qk(
+                q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+            )
+            if result is not None:
+                return result  # type: ignore[no-any-return]
+        else:
+            _cuda_call().decline(q)  # RuntimeError inside a CUDA graph capture
     if is_mlx_array(q):  # checked here, not by a decorator: the CUDA path above stays short
         return on_host(  # type: ignore[no-any-return]
             apply_rope_qk, q, k, spec, positions, k_positions=k_positions, offset=offset,

@@ -272,7 +272,8 @@ def _error(got: np.ndarray, x: np.ndarray, positions: np.ndarray) -> tuple[float
 
 def _dtype(name: str) -> np.dtype[Any]:
     if name == "bfloat16":
-        return np.dtype(importlib.import_module("ml_dtypes").bfloat16)
+        bfloat16: type = importlib.import_module("ml_dtypes").bfloat16
+        return np.dtype(bfloat16)
     return np.dtype(name)
 
 
