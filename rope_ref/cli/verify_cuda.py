@@ -81,6 +81,7 @@ class Framework:
             graph = stream.end_capture()
 
         def replay() -> None:
+            self.cp.cuda.Device().synchronize()  # new positions written on the legacy stream
             graph.launch(stream=stream)
             stream.synchronize()
 
