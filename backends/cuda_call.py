@@ -44,6 +44,7 @@ from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
 
 from .cuda_arrays import Arrays, arrays_for
+from .cuda_capture import reason, refuse
 from .cuda_plan import (
     ELEMENT_TYPES,
     PARAM_FIELDS,
@@ -81,7 +82,7 @@ def apply(
     if arrays is None:
         return None
     if out is not None and type(out) is not type(x):
-        _declined(arrays, x)
+        refuse(arrays, x, "its `out` is not an array of x's kind")
         return None
     if arrays.kind == "jax":
         if out is not None or not arrays.usable(x):
@@ -90,7 +91,7 @@ def apply(
                              seq_len, None)  # fmt: skip
     results = _call(arrays, (x,), (positions,), out, spec, offset, seq_axis, inverse, seq_len)
     if results is None:
-        _declined(arrays, x)
+        refuse(arrays, x, reason(x, spec, positions, offset, seq_axis, seq_len))
         return None
     return results[0]
 
@@ -111,7 +112,7 @@ def apply_qk(
     if arrays is None:
         return None
     if type(k) is not type(q) or (positions is None and k_positions is not None):
-        _declined(arrays, q)
+        refuse(arrays, q, "`k` is not of q's kind, or `k_positions` come without `positions`")
         return None
     if arrays.kind == "jax":
         if not (arrays.usable(q) and arrays.usable(k)):
@@ -126,7 +127,7 @@ def apply_qk(
     results = _call(arrays, (q, k), (positions, k_positions), None, spec, offset, seq_axis,
                     inverse, seq_len)  # fmt: skip
     if results is None:
-        _declined(arrays, q)
+        refuse(arrays, q, reason(k, spec, positions, offset, seq_axis, seq_len))
         return None
     return results[0], results[1]
 
@@ -138,30 +139,12 @@ def decline(x: Any) -> None:
     """
     arrays = arrays_for(x)
     if arrays is not None:
-        _declined(arrays, x)
+        refuse(arrays, x, "a `role` or a `form` other than 'rotate_half' needs host work")
 
 
 def clear() -> None:
     """Forget every prepared call (for tests)."""
     _prepared.clear()
-
-
-_NOT_IN_A_CAPTURE = (
-    "this call cannot run inside a CUDA graph capture: it is not one the kernel takes "
-    "directly, and the general path would check and copy on the host, which a capture "
-    "cannot record. A capture takes: positions on the device (an array of x's kind, int32, "
-    "int64, float32 or float64) with an integer offset, or positions None with an integer "
-    "offset >= 0 whose rows fit the device table cache (64 MiB of cos and sin); no xPos or "
-    "sections; an explicit seq_len for a length-dependent scaling; out= x itself or an "
-    "array of x's shape and dtype apart from it; layouts the kernel reads in place. Pass "
-    "the positions as a device array, or make this call before or after the capture."
-)
-
-
-def _declined(arrays: Arrays, x: Any) -> None:
-    """Leave the call to the general path: RuntimeError while a graph is being captured."""
-    if arrays.usable(x) and arrays.capturing(arrays.stream(x)):
-        raise RuntimeError(_NOT_IN_A_CAPTURE)
 
 
 def _through_cupy(arrays: Arrays, function: Any, *args: Any) -> Any:

@@ -113,26 +113,42 @@ def capture_case(np_rng):
     return random_x(np_rng, (2, 5, 3, 16), DTYPES["float32"])
 
 
-CAPTURE_REFUSED = {
-    "xpos": lambda x: rr.apply_rope(x, rr.RopeSpec(head_dim=16, xpos=rr.XPos()), seq_axis=-3,
-                                    backend="cupy"),
-    "a role": lambda x: rr.apply_rope(x, rr.RopeSpec(head_dim=16, xpos=rr.XPos()), seq_axis=-3,
-                                      role="query", backend="cupy"),
-    "another form": lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, form="complex",
-                                            backend="cupy"),
-    "another form, q and k": lambda x: rr.apply_rope_qk(x, x, SPEC, seq_axis=-3,
-                                                        form="matrix", backend="auto"),
-    "host positions": lambda x: rr.apply_rope(x, SPEC, [0, 1, 2, 3, 4], seq_axis=-3,
-                                              backend="cupy"),
-    "fractional offset": lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, offset=0.5,
-                                                 backend="cupy"),
-    "past the table limit": lambda x: rr.apply_rope(
-        x, SPEC, seq_axis=-3, offset=MOST_ROWS, backend="cupy"),
-    "length-dependent without seq_len": lambda x: rr.apply_rope(
-        x, rr.RopeSpec(head_dim=16, scaling=rr.scaling.DynamicNTK(2.0, max_position=8)),
-        np.arange(5).reshape(1, 5, 1), seq_axis=-3, backend="cupy"),
-    "keys of another kind": lambda x: rr.apply_rope_qk(x, x.tolist(), SPEC, seq_axis=-3,
-                                                       backend="cupy"),
+NTK = rr.RopeSpec(head_dim=16, scaling=rr.scaling.DynamicNTK(2.0, max_position=8))
+XPOS = rr.RopeSpec(head_dim=16, xpos=rr.XPos())
+CAPTURE_REFUSED = {  # the call, and what the error must say about it
+    "xpos": (lambda x: rr.apply_rope(x, XPOS, seq_axis=-3, backend="cupy"),
+             "its spec has xPos or sections"),
+    "a role": (lambda x: rr.apply_rope(x, XPOS, seq_axis=-3, role="query", backend="cupy"),
+               "a `role` or a `form` other than 'rotate_half'"),
+    "another form": (lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, form="complex",
+                                             backend="cupy"),
+                     "a `role` or a `form` other than 'rotate_half'"),
+    "another form, q and k": (lambda x: rr.apply_rope_qk(x, x, SPEC, seq_axis=-3,
+                                                         form="matrix", backend="auto"),
+                              "a `role` or a `form`"),
+    "host positions": (lambda x: rr.apply_rope(x, SPEC, [0, 1, 2, 3, 4], seq_axis=-3,
+                                               backend="cupy"),
+                       "its positions are not an array of x's kind on its device"),
+    "fractional offset": (lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, offset=0.5,
+                                                  backend="cupy"),
+                          "offset=0.5 is not an integer >= 0"),
+    "past the table limit": (lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, offset=MOST_ROWS,
+                                                     backend="cupy"),
+                             f"run past the {MOST_ROWS} rows of the device table cache"),
+    "keys past the table limit": (lambda x: rr.apply_rope_qk(x[:, :1], x, SPEC, seq_axis=-3,
+                                                             offset=MOST_ROWS - 2,
+                                                             backend="cupy"),
+                                  "run past the"),
+    "length-dependent without seq_len": (
+        lambda x: rr.apply_rope(x, NTK, np.arange(5).reshape(1, 5, 1), seq_axis=-3,
+                                backend="cupy"),
+        "no seq_len is given: pass seq_len"),
+    "keys of another kind": (lambda x: rr.apply_rope_qk(x, x.tolist(), SPEC, seq_axis=-3,
+                                                        backend="cupy"),
+                             "`k` is not of q's kind"),
+    "out of another kind": (lambda x: rr.apply_rope(x, SPEC, seq_axis=-3, out=x.tolist(),
+                                                    backend="cupy"),
+                            "its `out` is not an array of x's kind"),
 }  # fmt: skip
 
 
@@ -146,9 +162,11 @@ def test_a_capture_refuses_what_would_leave_the_kernel(fresh, harness, np_rng, c
         launched = len(harness.launches)
         host.capture = True
         host.upload = lambda *a: pytest.fail("a host-to-device copy during capture")
+        call, why = CAPTURE_REFUSED[case]
         with pytest.raises(RuntimeError, match="cannot run inside a CUDA graph capture") as err:
-            CAPTURE_REFUSED[case](x)
-        assert "Pass the positions as a device array" in str(err.value)
+            call(x)
+        assert why in str(err.value)
+        assert "A capture takes: positions on the device" in str(err.value)
         assert len(harness.launches) == launched  # nothing half-run
 
 
