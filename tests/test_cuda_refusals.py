@@ -158,7 +158,8 @@ def test_a_capture_refuses_what_would_leave_the_kernel(fresh, harness, np_rng, c
     host = arrays_module.HostStandIn(launch=harness.launch)
     with arrays_module.stand_in(host):
         rr.apply_rope(x, SPEC, seq_axis=-3, backend="cupy")  # the tables on the device
-        rr.apply_rope(x, SPEC, seq_axis=-3, offset=MOST_ROWS - 8, backend="cupy")  # the largest
+        if "table limit" in case:  # the largest cache there is, on the device
+            rr.apply_rope(x, SPEC, seq_axis=-3, offset=MOST_ROWS - 8, backend="cupy")
         launched = len(harness.launches)
         host.capture = True
         host.upload = lambda *a: pytest.fail("a host-to-device copy during capture")
