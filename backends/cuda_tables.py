@@ -172,14 +172,17 @@ class TableCache:
         """The inverse frequencies of a length-dependent `spec` at `seq_len`, on `stream`."""
         with self._lock:
             found = self._by_length.get(key)
-            if found is None:
-                if arrays.capturing(stream):
+            if found is None and arrays.capturing(stream):
+                found = self._other_lane(key)  # not kept under this stream: a capture ends
+                if found is None:
                     msg = (
                         f"the inverse frequencies of {spec!r} at seq_len={seq_len} are not on "
                         "the device yet: call once with this seq_len before capturing a CUDA "
-                        "graph, on the stream that captures it"
+                        "graph"
                     )
                     raise RuntimeError(msg)
+                return found
+            if found is None:
                 theta = np.ascontiguousarray(inv_freq(spec, seq_len), dtype=np.float64)
                 inv = arrays.upload_ordered(theta, like, stream)
                 ptr = arrays.address(inv)
@@ -191,6 +194,17 @@ class TableCache:
             self._by_length.move_to_end(key)
             self._last = (*key, found)
             return found
+
+    def _other_lane(self, key: tuple[Any, ...]) -> DeviceTables | None:
+        """The same inverse frequencies copied on another stream, for a graph capture.
+
+        A capture cannot copy; ``torch.cuda.graph`` captures on a stream of its own after
+        synchronising the device, so a copy made on the warm-up's stream is complete.
+        """
+        for other, found in self._by_length.items():
+            if other[:-1] == key[:-1]:
+                return found
+        return None
 
     def captured(self, tables: DeviceTables) -> None:
         """Keep `tables` alive until `clear`: a CUDA graph being captured reads them."""

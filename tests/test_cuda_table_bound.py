@@ -109,3 +109,17 @@ def test_each_stream_reads_its_own_copy(host, harness, np_rng):
     fields = harness.launches[-1].fields
     inv = [t.inv_freq for k, t in tables_module.device_tables._by_length.items() if k[-1] == 2]
     assert fields["inv_freq"] == inv[0].__array_interface__["data"][0]
+
+
+def test_a_capture_on_another_stream_reads_the_warm_up_copy(host, harness, np_rng):
+    """As ``torch.cuda.graph`` captures on a stream of its own, after synchronising."""
+    x = random_x(np_rng, (2, 1, 3, 32), DTYPES["float32"])
+    step(x, 9, 700)  # warm-up on stream 1
+    host.current, host.capture = SimpleNamespace(ptr=3), True
+    positions, y = step(x, 9, 700)
+    host.capture = False
+    assert host.ordered == [((SPEC.n_pairs,), 1)]  # nothing copied during the capture
+    assert_error_model(y, x, SPEC, positions, seq_len=700)
+    for i in range(2 * tables_module.MAX_LENGTH_ENTRIES):
+        step(x, 9, 2000 + i)
+    assert tables_module.device_tables.held() == tables_module.MAX_LENGTH_ENTRIES + 1
