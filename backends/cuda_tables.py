@@ -96,7 +96,7 @@ class TableCache:
 
     def __init__(self) -> None:
         self._entries: OrderedDict[Hashable, DeviceTables] = OrderedDict()
-        self._by_length: OrderedDict[Hashable, DeviceTables] = OrderedDict()
+        self._by_length: OrderedDict[tuple[Any, ...], DeviceTables] = OrderedDict()
         self._captured: dict[int, DeviceTables] = {}  # length-dependent, read by a graph
         self._retired: list[DeviceTables] = []
         self._lock = threading.Lock()
