@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from rope_ref.cli.survey import litgpt
+from rope_ref.cli.survey import gemma, litgpt, llama_models, mistral_inference, x_transformers
 from rope_ref.cli.survey.peers import Group
 
 __all__ = ["LIBRARY_GROUPS"]
 
-LIBRARY_GROUPS: tuple[Group, ...] = (litgpt.GROUP,)
+LIBRARY_GROUPS: tuple[Group, ...] = (
+    litgpt.GROUP,
+    x_transformers.GROUP,
+    llama_models.GROUP,
+    mistral_inference.GROUP,
+    gemma.GROUP,
+)
