@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from rope_ref.cli.survey import gemma, litgpt, llama_models, mistral_inference, x_transformers
+from rope_ref.cli.survey import (
+    gemma,
+    litgpt,
+    llama_models,
+    megatron_core,
+    mistral_inference,
+    olmo_core,
+    x_transformers,
+)
 from rope_ref.cli.survey.peers import Group
 
 __all__ = ["LIBRARY_GROUPS"]
@@ -12,5 +20,7 @@ LIBRARY_GROUPS: tuple[Group, ...] = (
     x_transformers.GROUP,
     llama_models.GROUP,
     mistral_inference.GROUP,
+    olmo_core.GROUP,
+    megatron_core.GROUP,
     gemma.GROUP,
 )
