@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fake_modules", "import_alone", "patched"]
+__all__ = ["fake_modules", "hide_if_broken", "import_alone", "patched"]
 
 
 def _not_available(qualname: str) -> Any:
@@ -129,6 +129,37 @@ def import_alone(name: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # import-time notices of the libraries
         return importlib.import_module(name)
+
+
+def hide_if_broken(name: str) -> str | None:
+    """Make the installed module `name` look absent when importing it fails; say why.
+
+    A CUDA build of torchvision beside a CPU build of PyTorch fails on import (its
+    operators do not register), and diffusers, which imports it whenever it is installed,
+    fails with it. Marking it absent (``sys.modules[name] = None``) makes
+    ``importlib.util.find_spec`` return None, so such libraries take their path without it.
+
+    Examples
+    --------
+    >>> from rope_ref.cli.survey._shims import hide_if_broken
+    >>> hide_if_broken("json") is None
+    True
+    """
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importlib.import_module(name)
+    except Exception as err:  # any import-time failure of the broken build
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
+        sys.modules[name] = None  # type: ignore[assignment]
+        return f"{name} does not import ({type(err).__name__}: {err}); hidden"
+    return None
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rope_ref.cli.survey import (
+    diffusers,
     gemma,
     litgpt,
     llama_models,
@@ -17,6 +18,7 @@ __all__ = ["LIBRARY_GROUPS"]
 
 LIBRARY_GROUPS: tuple[Group, ...] = (
     litgpt.GROUP,
+    diffusers.GROUP,
     x_transformers.GROUP,
     llama_models.GROUP,
     mistral_inference.GROUP,
