@@ -23,7 +23,7 @@ from rope_ref.cli.survey._given import GivenEntry
 from rope_ref.cli.survey._shims import hide_if_broken, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 #: Flux.1's transformer: head size 128, axes_dim (16, 56, 56), theta 10000.
 FLUX_AXES = (16, 56, 56)
@@ -31,7 +31,7 @@ FLUX_AXES = (16, 56, 56)
 WAN_LATENT = (8, 16, 16)
 
 
-def load() -> Any:
+def _load() -> Any:
     """``diffusers.models.embeddings``, after hiding a torchvision that does not import."""
     hide_if_broken("torchvision")
     import_alone("diffusers")  # its __init__ is lazy: it imports no model
@@ -131,7 +131,7 @@ def _wan(emb: Any) -> Entry:
 
 
 def _entries() -> Iterator[Entry]:
-    emb = load()
+    emb = _load()
     yield from _one_axis(emb)
     yield _flux(emb)
     yield _wan(emb)

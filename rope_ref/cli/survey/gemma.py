@@ -17,10 +17,10 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 
-def load() -> Any:
+def _load() -> Any:
     """Gemma's positional-embedding module, without the rest of the package."""
     return import_alone("gemma.gm.math._positional_embeddings")
 
@@ -28,7 +28,7 @@ def load() -> Any:
 def _entries() -> Iterator[Entry]:
     import jax.numpy as jnp
 
-    module = load()
+    module = _load()
     for settings, kwargs, spec in (
         ("base_frequency=10000", {}, RopeSpec(HEAD_DIM)),
         (

@@ -10,6 +10,7 @@ from rope_ref.cli.survey import (
     megatron_core,
     mistral_inference,
     olmo_core,
+    timm,
     x_transformers,
 )
 from rope_ref.cli.survey.peers import Group
@@ -19,6 +20,7 @@ __all__ = ["LIBRARY_GROUPS"]
 LIBRARY_GROUPS: tuple[Group, ...] = (
     litgpt.GROUP,
     diffusers.GROUP,
+    timm.GROUP,
     x_transformers.GROUP,
     llama_models.GROUP,
     mistral_inference.GROUP,

@@ -21,7 +21,7 @@ from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 #: Positions the caches cover (the survey's largest position and one more).
 CACHE_LENGTH = 2**17
@@ -31,7 +31,7 @@ _LLAMA3_RULE = rules.Llama3(8.0, original_max_position=8192)
 _YARN = {"factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_max_seq_len": 4096}
 
 
-def load() -> Any:
+def _load() -> Any:
     """``litgpt.model`` without Lightning."""
     fake_modules("litgpt.scripts", installed=True)
     return import_alone("litgpt.model")
@@ -94,7 +94,7 @@ def _run(model: Any, options: dict[str, Any], x: np.ndarray, p: np.ndarray) -> n
 
 
 def _entries() -> Iterator[Entry]:
-    model = load()
+    model = _load()
     for settings, options, spec in _settings():
         run = functools.partial(lambda o, x, p: _run(model, dict(o), x, p), options)
         yield Entry("litgpt build_rope_cache + apply_rope", settings, spec, run)

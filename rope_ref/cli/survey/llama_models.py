@@ -18,19 +18,19 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 CACHE_LENGTH = 2**17
 
 
-def load() -> Any:
+def _load() -> Any:
     """``llama_models.llama3.model`` with fairscale stood in for."""
     fake_modules("fairscale")
     return import_alone("llama_models.llama3.model")
 
 
 def _entries() -> Iterator[Entry]:
-    model = load()
+    model = _load()
     for settings, scaled, spec in (
         ("rope_theta=500000", False, RopeSpec(HEAD_DIM, base=500000.0, layout="interleaved")),
         (

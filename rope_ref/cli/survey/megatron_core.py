@@ -21,10 +21,10 @@ from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey._shims import import_alone, patched
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 
-def load() -> tuple[Any, Any, Any]:
+def _load() -> tuple[Any, Any, Any]:
     """Megatron's rotary, YaRN rotary and rope-utils modules."""
     base = "megatron.core.models.common.embeddings"
     return (
@@ -82,7 +82,7 @@ def _settings(rotary: Any, yarn: Any) -> Iterator[tuple[str, Any, dict[str, Any]
 def _entries() -> Iterator[Entry]:
     import torch
 
-    rotary, yarn, utils = load()
+    rotary, yarn, utils = _load()
     for settings, cls, kwargs, spec in _settings(rotary, yarn):
         with patched(torch.cuda, "current_device", lambda: "cpu"):
             module = cls(

@@ -18,14 +18,14 @@ from rope_ref.cli.survey._given import GivenEntry
 from rope_ref.cli.survey._shims import import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "pixtral_spec"]
+__all__ = ["GROUP"]
 
 CACHE_LENGTH = 2**17
 #: Pixtral's vision encoder: patch grid side (1024 px / 16 px patches) and rope_theta.
 PIXTRAL_SIDE, PIXTRAL_THETA = 64, 10000.0
 
 
-def pixtral_spec(head_dim: int, theta: float) -> RopeSpec:
+def _pixtral_spec(head_dim: int, theta: float) -> RopeSpec:
     """Pixtral's 2-D RoPE: even frequencies on rows, odd ones on columns, interleaved pairs."""
     ladder = inv_freq(RopeSpec(head_dim, base=theta))
     freqs = (*ladder[::2].tolist(), *ladder[1::2].tolist())
@@ -65,7 +65,7 @@ def _entries() -> Iterator[Entry]:
     yield GivenEntry(
         "mistral-inference precompute_freqs_cis_2d",
         f"Pixtral 2-D, {PIXTRAL_SIDE}x{PIXTRAL_SIDE} patches, rope_theta=1e4",
-        pixtral_spec(HEAD_DIM, PIXTRAL_THETA),
+        _pixtral_spec(HEAD_DIM, PIXTRAL_THETA),
         run_2d,
         given=_grid,
     )

@@ -20,18 +20,18 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 THETA = 500_000
 
 
-def load() -> Any:
+def _load() -> Any:
     """``olmo_core.nn.rope`` with stand-ins for its checkpoint and config dependencies."""
     fake_modules("cached_path", "dataclass_extensions")
     return import_alone("olmo_core.nn.rope")
 
 
-def hf_spec(scaling: Any, *, partial: float = 1.0) -> RopeSpec:
+def _hf_spec(scaling: Any, *, partial: float = 1.0) -> RopeSpec:
     """The spec of OLMo's own HF export of `scaling` (None: plain RoPE)."""
     params: dict[str, Any] = {"rope_type": "default", "rope_theta": float(THETA)}
     if scaling is not None:
@@ -48,19 +48,19 @@ def hf_spec(scaling: Any, *, partial: float = 1.0) -> RopeSpec:
 
 def _settings(rope: Any) -> Iterator[tuple[str, Any, dict[str, Any], RopeSpec]]:
     cls = rope.RotaryEmbedding
-    yield "theta=500000", cls, {}, hf_spec(None)
+    yield "theta=500000", cls, {}, _hf_spec(None)
     yield (
         "partial_rotary_factor=0.5",
         cls,
         {"partial_rotary_factor": 0.5},
-        hf_spec(None, partial=0.5),
+        _hf_spec(None, partial=0.5),
     )
     for name, scaling in (
         ("PI factor=4", rope.PIRoPEScalingConfig(factor=4.0)),
         ("Stepwise factor=32 (defaults)", rope.StepwiseRoPEScalingConfig()),
         ("YaRN factor=8 (defaults)", rope.YaRNRoPEScalingConfig()),
     ):
-        yield name, cls, {"scaling": scaling}, hf_spec(scaling)
+        yield name, cls, {"scaling": scaling}, _hf_spec(scaling)
     abf = rope.ABFRoPEScalingConfig(new_theta=8_000_000, attention_rescale_factor=1.25)
     yield (
         "ABF new_theta=8e6, attention_rescale_factor=1.25",
@@ -88,7 +88,7 @@ def _settings(rope: Any) -> Iterator[tuple[str, Any, dict[str, Any], RopeSpec]]:
 
 
 def _entries() -> Iterator[Entry]:
-    rope = load()
+    rope = _load()
     for settings, cls, kwargs, spec in _settings(rope):
         module = cls(head_size=HEAD_DIM, theta=THETA, **kwargs)
 

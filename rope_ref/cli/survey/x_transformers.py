@@ -18,17 +18,17 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
-__all__ = ["GROUP", "load"]
+__all__ = ["GROUP"]
 
 
-def load() -> Any:
+def _load() -> Any:
     """``x_transformers.x_transformers`` with stand-ins for its non-RoPE imports."""
     fake_modules("loguru", "einx", "torch_einops_utils")
     return import_alone("x_transformers.x_transformers")
 
 
 def _entries() -> Iterator[Entry]:
-    xt = load()
+    xt = _load()
     for settings, kwargs, spec in (
         ("base=10000", {}, RopeSpec(HEAD_DIM, layout="interleaved")),
         (

@@ -1,0 +1,101 @@
+"""timm: axial 2-D `RotaryEmbedding` (EVA, ViT-RoPE) with its own float32 coordinate grid.
+
+``timm/__init__`` imports its model zoo and torchvision; the driver imports
+``timm.layers.pos_embed_sincos`` alone (it needs only torch, through ``timm.layers``'
+small helpers, which the stand-in parents let it reach file by file). Each axis rotates
+``dim / 4`` pairs with its own frequency ladder: ``in_pixels=False`` the language ladder
+``temperature^(-j / (dim/4))``; ``in_pixels=True`` "pixel" bands, pi times ``linspace(1,
+max_res / 2)`` (``linear_bands=True``) or ``2^linspace(0, log2(max_res) - 1)`` (the default),
+on a grid from -1 to 1. timm builds that grid itself in float32 (``torch.linspace``), and
+EVA's ``ref_feat_shape`` rescales it in float32: the positions are compared as the float32
+values timm used, read from its own ``_build_grid``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from rope_ref._core.multiaxis import axial_freqs
+from rope_ref._core.spec import RopeSpec
+from rope_ref.cli.survey._given import GivenEntry
+from rope_ref.cli.survey._shims import import_alone
+from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
+
+__all__ = ["GROUP"]
+
+BANDS = HEAD_DIM // 4
+
+
+def _load() -> Any:
+    """``timm.layers.pos_embed_sincos`` without timm's model zoo."""
+    return import_alone("timm.layers.pos_embed_sincos")
+
+
+def _log_pixel_bands(bands: int, max_res: float) -> tuple[float, ...]:
+    r"""The default pixel bands of timm in float64: :math:`\pi\,2^{k \log_2(r/2)/(n-1)}`."""
+    top = math.log2(max_res) - 1.0
+    return tuple(math.pi * 2.0 ** (top * k / (bands - 1)) for k in range(bands))
+
+
+def _settings() -> Iterator[tuple[str, dict[str, Any], tuple[float, ...], list[int]]]:
+    lang = axial_freqs((BANDS, BANDS))
+    yield "in_pixels=False (EVA-02), 16x16", {"in_pixels": False}, lang, [16, 16]
+    yield (
+        "in_pixels=False, rotate_half=True, 16x16",
+        {"in_pixels": False, "rotate_half": True},
+        lang,
+        [16, 16],
+    )
+    yield (
+        "in_pixels=False, ref_feat_shape=16x16 at 24x24 (EVA fine-tune)",
+        {"in_pixels": False, "ref_feat_shape": [16, 16]},
+        lang,
+        [24, 24],
+    )
+    yield (
+        "in_pixels=True, linear_bands=True, max_res=224, 14x14",
+        {"in_pixels": True, "linear_bands": True},
+        axial_freqs((BANDS, BANDS), kind="pixel", max_freq=224.0),
+        [14, 14],
+    )
+    log_bands = _log_pixel_bands(BANDS, 224.0)
+    yield (
+        "in_pixels=True (log bands), max_res=224, 14x14",
+        {"in_pixels": True},
+        log_bands + log_bands,
+        [14, 14],
+    )
+
+
+def _entries() -> Iterator[Entry]:
+    rope = _load()
+    for settings, kwargs, freqs, shape in _settings():
+        module = rope.RotaryEmbedding(HEAD_DIM, **kwargs)
+        layout = "half" if kwargs.get("rotate_half") else "interleaved"
+        spec = RopeSpec(HEAD_DIM, layout=layout, freqs=freqs, sections=(BANDS, BANDS))
+
+        def grid(max_position: int, module: Any = module, shape: list[int] = shape) -> Any:
+            coords = rope._build_grid(
+                shape, grid_type=module.grid_type, ref_feat_shape=module.ref_feat_shape
+            )  # float32, as timm computes them
+            return [np.asarray(coords.reshape(-1, 2).numpy(), dtype=np.float64)]
+
+        def run(x: np.ndarray, p: np.ndarray, module: Any = module, shape: Any = shape) -> Any:
+            b, h, n, d = x.shape
+            t = _torch(x.reshape(b * h, n, d)).transpose(1, 2).reshape(b * h, d, *shape)
+            out = module(t).reshape(b * h, d, n).transpose(1, 2)  # channels-first in and out
+            return _numpy(out).reshape(b, h, n, d)
+
+        yield GivenEntry("timm RotaryEmbedding", settings, spec, run, given=grid)
+
+
+GROUP = Group(
+    "timm",
+    ("timm", "torch"),
+    "pip install --no-deps timm (only timm.layers.pos_embed_sincos is imported)",
+    _entries,
+)
