@@ -21,7 +21,7 @@ import numpy as np
 
 from rope_ref._core.multiaxis import axial_freqs
 from rope_ref._core.spec import RopeSpec
-from rope_ref.cli.survey._given import GivenEntry
+from rope_ref.cli.survey._given import GivenEntry, inexpressible
 from rope_ref.cli.survey._shims import import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
@@ -91,6 +91,15 @@ def _entries() -> Iterator[Entry]:
             return _numpy(out).reshape(b, h, n, d)
 
         yield GivenEntry("timm RotaryEmbedding", settings, spec, run, given=grid)
+    yield Entry(
+        "timm RotaryEmbeddingMixed",
+        "RoPE-Mixed, learned per-head freqs",
+        RopeSpec(HEAD_DIM),
+        inexpressible(
+            "angles t_x f_x + t_y f_y have no RopeSpec form; rope_ref.apply_rope_mixed "
+            "states them (tests/test_survey_timm.py compares it with timm)"
+        ),
+    )
 
 
 GROUP = Group(
