@@ -123,9 +123,9 @@ def import_alone(name: str) -> Any:
     for i in range(1, len(parts)):
         package = ".".join(parts[:i])
         if package not in sys.modules:
-            module = types.ModuleType(package)
-            module.__path__ = [_package_dir(package)]
-            sys.modules[package] = module
+            spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            spec.submodule_search_locations = [_package_dir(package)]
+            sys.modules[package] = importlib.util.module_from_spec(spec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # import-time notices of the libraries
         return importlib.import_module(name)
