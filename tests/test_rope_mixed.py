@@ -97,3 +97,22 @@ def test_input_is_not_mutated():
 def test_bad_input_names_the_parameter(args, kwargs, error, name):
     with pytest.raises(error, match=name):
         rr.apply_rope_mixed(*args, **kwargs)
+
+
+@pytest.mark.cuda_host
+def test_cuda_kernel_takes_the_mixed_tables_unchanged():
+    from tests.cuda_host import emulation
+
+    if emulation.nvcc() is None:
+        pytest.skip("nvcc is not on PATH")
+    from rope_ref._core.mixed import mixed_angles
+
+    rng = np.random.default_rng(4)
+    freqs = rng.normal(size=(3, 2, 8))
+    positions = rng.uniform(-5, 5, size=(7, 2))
+    x = rng.uniform(-1, 1, size=(2, 3, 7, 16)).astype(np.float32)
+    angles = mixed_angles(freqs, positions)  # (heads, seq, pairs): per-head tables
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    (out,) = emulation.shared_harness().rotate([(x, cos, sin, None)], layout="interleaved")
+    expected = rr.apply_rope_mixed(x, freqs, positions)
+    np.testing.assert_allclose(out, expected, atol=1e-6)

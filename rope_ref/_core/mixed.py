@@ -14,13 +14,15 @@ Axial RoPE is the special case where each pair's vector has one non-zero axis.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["check_mixed_freqs", "mixed_angles"]
 
 
-def check_mixed_freqs(freqs: object) -> NDArray[np.float64]:
+def check_mixed_freqs(freqs: Any) -> NDArray[np.float64]:
     """`freqs` as float64 of shape ``(axes, pairs)`` or ``(heads, axes, pairs)``, finite."""
     if isinstance(freqs, str | bytes | dict) or np.ndim(freqs) == 0:
         msg = f"`freqs` must be an array (axes, pairs) or (heads, axes, pairs); got {freqs!r}."
@@ -39,7 +41,7 @@ def check_mixed_freqs(freqs: object) -> NDArray[np.float64]:
     return result
 
 
-def mixed_angles(freqs: object, positions: object) -> NDArray[np.float64]:
+def mixed_angles(freqs: Any, positions: Any) -> NDArray[np.float64]:
     r"""Angles of RoPE-Mixed in float64: :math:`\phi_j(t) = \sum_a t_a f_{a,j}`, per head.
 
     Parameters

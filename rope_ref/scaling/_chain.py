@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,7 +55,7 @@ class Chain:
     ValueError: `rules` must hold at least two scaling rules; got 1.
     """
 
-    rules: tuple[object, ...]
+    rules: tuple[Any, ...]
 
     def __init__(self, *rules: object) -> None:
         if len(rules) < 2:
@@ -86,9 +86,12 @@ class Chain:
         """Return the inverse frequencies after every rule, first to last."""
         out = np.asarray(inv_freq, dtype=np.float64)
         for rule in self.rules:
-            out = rule.inv_freq(out, base=base, rotary_dim=rotary_dim, seq_len=seq_len)  # type: ignore[attr-defined]
+            out = rule.inv_freq(out, base=base, rotary_dim=rotary_dim, seq_len=seq_len)
         return np.asarray(out, dtype=np.float64)
 
     def attention_factor(self, *, seq_len: float | None) -> float:
         """Return the product of the rules' attention factors."""
-        return math.prod(float(r.attention_factor(seq_len=seq_len)) for r in self.rules)  # type: ignore[attr-defined]
+        factor = 1.0
+        for rule in self.rules:
+            factor *= float(rule.attention_factor(seq_len=seq_len))
+        return factor
