@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -72,7 +72,9 @@ def apply_rope_mixed(
         msg = f"`x` must be a float16, float32 or float64 NumPy array; got {type(x).__name__}"
         msg += f" of dtype {x.dtype}." if isinstance(x, np.ndarray) else "."
         raise TypeError(msg)
-    layout_ = check_choice("layout", layout, ("interleaved", "half"))
+    layout_ = cast(
+        Literal["half", "interleaved"], check_choice("layout", layout, ("interleaved", "half"))
+    )
     backend_ = check_choice("backend", backend, ("reference", "numba"))
     inverse_ = check_bool("inverse", inverse)
     angles = mixed_angles(freqs, positions)  # (seq, pairs) or (heads, seq, pairs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -75,7 +75,9 @@ def _entries() -> Iterator[Entry]:
     rope = _load()
     for settings, kwargs, freqs, shape in _settings():
         module = rope.RotaryEmbedding(HEAD_DIM, **kwargs)
-        layout = "half" if kwargs.get("rotate_half") else "interleaved"
+        layout: Literal["half", "interleaved"] = (
+            "half" if kwargs.get("rotate_half") else "interleaved"
+        )
         spec = RopeSpec(HEAD_DIM, layout=layout, freqs=freqs, sections=(BANDS, BANDS))
 
         def grid(max_position: int, module: Any = module, shape: list[int] = shape) -> Any:
