@@ -1,5 +1,5 @@
-"""x-transformers in `rope-ref survey`: rows agree; its xPos matches `rr.XPos` (checked here,
-as the survey's rows carry no query/key role); its stand-ins refuse to be called."""
+"""x-transformers in `rope-ref survey`: rows agree, xPos on queries and keys included; its xPos
+matches the xPos formula written here; its stand-ins refuse to be called."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ D = 64
 
 def test_rows_agree():
     found = rows("x-transformers")
-    assert len(found) == 4
+    assert len(found) == 6
+    assert sum("use_xpos=True" in s for s in found) == 2
     for row in found.values():
         assert row.verdict == "conformant", row
 

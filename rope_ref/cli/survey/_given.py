@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -21,6 +22,7 @@ class GivenEntry(Entry):
     """
 
     given: Callable[[int], list[np.ndarray]] = field(default=lambda _: [])
+    role: Literal["query", "key"] | None = None  # for xPos: which side `run` rotates
 
     def position_sets(self, max_position: int) -> list[np.ndarray]:
         """The library's own positions, at most `max_position` along any axis."""

@@ -83,7 +83,8 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
     for i, p in enumerate(position_sets(entry, max_position)):
         x = _inputs(entry, p, seed + i)
         y = entry.run(x.copy(), p.copy())
-        reports.append(rope_report(y, x, entry.spec, p))
+        role = getattr(entry, "role", None)  # xPos entries scale queries or keys
+        reports.append(rope_report(y, x, entry.spec, p, role=role))
     return reports
 
 

@@ -15,10 +15,16 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
+from rope_ref._core.xpos import XPos
+from rope_ref.cli.survey._given import GivenEntry
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
 __all__ = ["GROUP"]
+
+#: xPos centres its scales on the middle of the sequence, so it is called on one whole
+#: sequence (past ~35,000 positions from the centre its float32 scales leave float32's range).
+XPOS_SCALE_BASE, XPOS_LENGTH = 512, 2048
 
 
 def _load() -> Any:
@@ -54,6 +60,27 @@ def _entries() -> Iterator[Entry]:
             return _numpy(xt.apply_rotary_pos_emb(_torch(x), freqs, scale))
 
         yield Entry("x-transformers RotaryEmbedding", settings, spec, run)
+    yield from _xpos(xt)
+
+
+def _xpos(xt: Any) -> Iterator[Entry]:
+    """Queries scaled by xPos, keys by its inverse, as ``Attention`` applies them."""
+    module = xt.RotaryEmbedding(HEAD_DIM, use_xpos=True, scale_base=XPOS_SCALE_BASE)
+    spec = RopeSpec(HEAD_DIM, layout="interleaved", xpos=XPos(float(XPOS_SCALE_BASE)))
+    for role, side, power in (("query", "queries", 1.0), ("key", "keys", -1.0)):
+
+        def run(x: np.ndarray, p: np.ndarray, power: float = power) -> np.ndarray:
+            freqs, scale = module(_torch(p))
+            return _numpy(xt.apply_rotary_pos_emb(_torch(x), freqs, scale**power))
+
+        yield GivenEntry(
+            "x-transformers RotaryEmbedding",
+            f"use_xpos=True, scale_base={XPOS_SCALE_BASE}, {side}, {XPOS_LENGTH} tokens",
+            spec,
+            run,
+            given=lambda _: [np.arange(XPOS_LENGTH)],
+            role=role,
+        )
 
 
 GROUP = Group(
