@@ -19,7 +19,10 @@ def test_rows_agree_and_mla_waits_for_its_layout():
     found = rows("megatron-core")
     assert torch.cuda.current_device is before  # the patch is scoped to the calls
     for settings, row in found.items():
-        if "multi_latent_attention" in settings:
+        if "rotary_interleaved=True" in settings and "mrope" in settings:
+            assert row.verdict == "error", row
+            assert "view size is not compatible" in (row.diagnosis or "")
+        elif "multi_latent_attention" in settings:
             assert row.verdict == "skipped"
             assert "half order" in (row.diagnosis or "")
         else:
@@ -40,3 +43,20 @@ def test_yarn_concentration_factor(factor, mscale, all_dim):
     assert got == pytest.approx(m(factor, mscale) / m(factor, all_dim), rel=1e-15)
     rule = YaRN(factor, original_max_position=4096, mscale=mscale, mscale_all_dim=all_dim)
     assert rr.attention_factor(rr.RopeSpec(64, scaling=rule)) == pytest.approx(got, rel=1e-15)
+
+
+def test_interleaved_mrope_cannot_build_its_table():
+    require("megatron-core")
+    import numpy as np
+    import torch
+
+    from rope_ref.cli.survey._shims import patched
+
+    rotary = driver("megatron_core")._load()[0]
+    with patched(torch.cuda, "current_device", lambda: "cpu"):
+        module = rotary.MultimodalRotaryEmbedding(64, 1.0, rotary_interleaved=True)
+        ids = torch.from_numpy(np.zeros((3, 1, 5), dtype=np.int64))
+        with pytest.raises(RuntimeError, match="view size"):
+            module(ids, [8, 12, 12])  # a view of a transposed tensor, sized by the 3 axes
+        plain = rotary.MultimodalRotaryEmbedding(64, 1.0, rotary_interleaved=False)
+        assert tuple(plain(ids, [8, 12, 12]).shape) == (5, 1, 1, 64)

@@ -11,7 +11,7 @@ path ``apply_rotary_pos_emb`` takes without Transformer Engine. Megatron takes a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from rope_ref.cli.survey._shims import import_alone, patched
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
 __all__ = ["GROUP"]
+
+#: Qwen2-VL's sections, scaled to the survey's head size (16, 24, 24 of 128 features).
+MROPE_SECTION = (8, 12, 12)
 
 
 def _load() -> tuple[Any, Any, Any]:
@@ -101,6 +104,7 @@ def _entries() -> Iterator[Entry]:
             return np.moveaxis(_numpy(out), 0, 2)
 
         yield Entry(f"Megatron-core {cls.__name__}", settings, spec, run, positions="offset")
+    yield from _mrope(rotary, utils)
     yield Entry(
         "Megatron-core _apply_rotary_pos_emb_bshd",
         "multi_latent_attention=True (MLA)",
@@ -110,6 +114,35 @@ def _entries() -> Iterator[Entry]:
             "layout in this build"
         ),
     )
+
+
+def _mrope(rotary: Any, utils: Any) -> Iterator[Entry]:
+    """Qwen2-VL's M-RoPE: ``MultimodalRotaryEmbedding`` with ``mrope_section``."""
+    import torch
+
+    sections = MROPE_SECTION
+    for interleaved in (False, True):
+        with patched(torch.cuda, "current_device", lambda: "cpu"):
+            module = rotary.MultimodalRotaryEmbedding(
+                HEAD_DIM, 1.0, rotary_interleaved=interleaved, rotary_base=1000000
+            )
+
+        def run(x: np.ndarray, p: np.ndarray, module: Any = module) -> np.ndarray:
+            ids = _torch(np.broadcast_to(p.T[:, None, :], (3, x.shape[0], p.shape[0])).copy())
+            emb = module(ids, list(sections))  # (seq, batch, 1, dim)
+            t = _torch(np.ascontiguousarray(np.moveaxis(x, 2, 0)))
+            out = utils._apply_rotary_pos_emb_bshd(
+                t, emb, rotary_interleaved=module.rotary_interleaved
+            )
+            return np.moveaxis(_numpy(out), 0, 2)
+
+        layout: Literal["half", "interleaved"] = "interleaved" if interleaved else "half"
+        yield Entry(
+            "Megatron-core MultimodalRotaryEmbedding",
+            f"mrope_section={list(sections)}, rotary_base=1e6, rotary_interleaved={interleaved}",
+            RopeSpec(HEAD_DIM, base=1e6, layout=layout, sections=sections),
+            run,
+        )
 
 
 GROUP = Group(
