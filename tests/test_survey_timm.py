@@ -15,7 +15,7 @@ from tests._libraries import driver, require, rotate_pairs, rows
 
 def test_axial_rows_agree_and_mixed_points_to_its_function():
     found = rows("timm")
-    assert len(found) == 6
+    assert len(found) == 8
     for settings, row in found.items():
         if "RoPE-Mixed" in settings:
             assert row.verdict == "skipped"

@@ -1,4 +1,4 @@
-"""timm: axial 2-D `RotaryEmbedding` (EVA, ViT-RoPE) with its own float32 coordinate grid.
+"""timm: axial 2-D `RotaryEmbedding` (EVA, ViT-RoPE) and `RotaryEmbeddingDinoV3`, on timm's grids.
 
 ``timm/__init__`` imports its model zoo and torchvision; the driver imports
 ``timm.layers.pos_embed_sincos`` alone (it needs only torch, through ``timm.layers``'
@@ -8,7 +8,9 @@ small helpers, which the stand-in parents let it reach file by file). Each axis 
 max_res / 2)`` (``linear_bands=True``) or ``2^linspace(0, log2(max_res) - 1)`` (the default),
 on a grid from -1 to 1. timm builds that grid itself in float32 (``torch.linspace``), and
 EVA's ``ref_feat_shape`` rescales it in float32: the positions are compared as the float32
-values timm used, read from its own ``_build_grid``.
+values timm used, read from its own ``_build_grid``. DINOv3 turns by ``2 pi t / period``
+(periods ``temperature^(4k / dim)``, or geometric from ``min_period`` to ``max_period``) on
+"centered" coordinates in [-1, 1], half layout.
 """
 
 from __future__ import annotations
@@ -71,20 +73,47 @@ def _settings() -> Iterator[tuple[str, dict[str, Any], tuple[float, ...], list[i
     )
 
 
+def _dinov3_settings() -> Iterator[tuple[str, dict[str, Any], tuple[float, ...], list[int]]]:
+    # DINOv3: angle 2 pi t / period, periods temperature^(4k / dim) or a geometric
+    # ladder from min_period to max_period; coordinates "centered" in [-1, 1]
+    two_pi = 2.0 * math.pi
+    ladder = tuple(two_pi * f for f in axial_freqs((BANDS,), base=100.0))
+    yield "temperature=100, 16x16", {}, ladder + ladder, [16, 16]
+    geometric = tuple(two_pi / (0.5 * (40.0 / 0.5) ** (k / (BANDS - 1))) for k in range(BANDS))
+    yield (
+        "min_period=0.5, max_period=40, normalize_coords=max, 12x20",
+        {"min_period": 0.5, "max_period": 40.0, "normalize_coords": "max"},
+        geometric + geometric,
+        [12, 20],
+    )
+
+
+def _grid(rope: Any, module: Any, shape: list[int]) -> list[np.ndarray]:
+    """The coordinates timm builds for `module` (float32), as float64."""
+    if hasattr(module, "periods"):  # DINOv3
+        coords = rope._build_grid(
+            shape, grid_type="centered", normalize_coords=module.normalize_coords
+        )
+    else:
+        coords = rope._build_grid(
+            shape, grid_type=module.grid_type, ref_feat_shape=module.ref_feat_shape
+        )
+    return [np.asarray(coords.reshape(-1, 2).numpy(), dtype=np.float64)]
+
+
 def _entries() -> Iterator[Entry]:
     rope = _load()
-    for settings, kwargs, freqs, shape in _settings():
-        module = rope.RotaryEmbedding(HEAD_DIM, **kwargs)
+    axial = [(rope.RotaryEmbedding, *row) for row in _settings()]
+    dinov3 = [(rope.RotaryEmbeddingDinoV3, *row) for row in _dinov3_settings()]
+    for cls, settings, kwargs, freqs, shape in axial + dinov3:
+        module = cls(HEAD_DIM, **kwargs)
         layout: Literal["half", "interleaved"] = (
-            "half" if kwargs.get("rotate_half") else "interleaved"
+            "half" if getattr(module, "rotate_half", False) else "interleaved"
         )
         spec = RopeSpec(HEAD_DIM, layout=layout, freqs=freqs, sections=(BANDS, BANDS))
 
         def grid(max_position: int, module: Any = module, shape: list[int] = shape) -> Any:
-            coords = rope._build_grid(
-                shape, grid_type=module.grid_type, ref_feat_shape=module.ref_feat_shape
-            )  # float32, as timm computes them
-            return [np.asarray(coords.reshape(-1, 2).numpy(), dtype=np.float64)]
+            return _grid(rope, module, shape)
 
         def run(x: np.ndarray, p: np.ndarray, module: Any = module, shape: Any = shape) -> Any:
             b, h, n, d = x.shape
@@ -92,7 +121,7 @@ def _entries() -> Iterator[Entry]:
             out = module(t).reshape(b * h, d, n).transpose(1, 2)  # channels-first in and out
             return _numpy(out).reshape(b, h, n, d)
 
-        yield GivenEntry("timm RotaryEmbedding", settings, spec, run, given=grid)
+        yield GivenEntry(f"timm {cls.__name__}", settings, spec, run, given=grid)
     yield Entry(
         "timm RotaryEmbeddingMixed",
         "RoPE-Mixed, learned per-head freqs",
