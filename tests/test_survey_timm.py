@@ -1,6 +1,6 @@
-"""timm in `rope-ref survey`: axial rows agree at timm's float32 grid; RoPE-Mixed
-(`RotaryEmbeddingMixed`) agrees with `rr.apply_rope_mixed`, whose angles are checked against
-the paper's formula t_x f_x + t_y f_y written here, in the reference and the Numba kernel."""
+"""timm in `rope-ref survey`: axial, DINOv3 and M-RoPE rows agree at timm's float32 grids;
+RoPE-Mixed (`RotaryEmbeddingMixed`) agrees with `rr.apply_rope_mixed`, whose angles are
+checked against the paper's formula t_x f_x + t_y f_y written here, on the reference and Numba."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests._libraries import driver, require, rotate_pairs, rows
 
 def test_axial_rows_agree_and_mixed_points_to_its_function():
     found = rows("timm")
-    assert len(found) == 8
+    assert len(found) == 10
     for settings, row in found.items():
         if "RoPE-Mixed" in settings:
             assert row.verdict == "skipped"
@@ -67,3 +67,18 @@ def test_rope_mixed_matches_timm(mixed, backend):
     angles = positions[:, 0, None] * f[:, None, 0] + positions[:, 1, None] * f[:, None, 1]
     truth = rotate_pairs(x.astype(np.float64), angles[None], interleaved=True)
     np.testing.assert_allclose(got, truth, atol=1e-6 if backend == "numba" else 6e-8)
+
+
+def test_mrope_sections_are_the_clamped_interleave():
+    require("timm")
+    pe = driver("timm")._load()
+    module = pe.RotaryEmbeddingMRope(64, mrope_section=(8, 12, 12))
+    axis = module.axis.numpy()
+    # Qwen3-VL's interleave cut at 32 pairs: height at 1, 4, ..., width at 2, 5, ...
+    expected = np.zeros(32, dtype=np.int64)
+    expected[1:36:3], expected[2:36:3] = 1, 2
+    np.testing.assert_array_equal(axis, expected)
+    assert np.bincount(axis).tolist() == [11, 11, 10]  # timm's docstring
+    assert driver("timm")._clamped((8, 12, 12)) == (11, 11, 10)
+    spec = rr.RopeSpec(64, sections=(11, 11, 10), section_order="interleaved")
+    assert rr.pair_axes(spec).tolist() == expected.tolist()

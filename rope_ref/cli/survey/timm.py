@@ -122,6 +122,7 @@ def _entries() -> Iterator[Entry]:
             return _numpy(out).reshape(b, h, n, d)
 
         yield GivenEntry(f"timm {cls.__name__}", settings, spec, run, given=grid)
+    yield from _mrope(rope)
     yield Entry(
         "timm RotaryEmbeddingMixed",
         "RoPE-Mixed, learned per-head freqs",
@@ -131,6 +132,44 @@ def _entries() -> Iterator[Entry]:
             "states them (tests/test_survey_timm.py compares it with timm)"
         ),
     )
+
+
+def _clamped(sections: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Pairs per axis of timm's interleave, the temporal axis taking the rest.
+
+    Height takes pairs 1, 4, ... below ``3 s_h``, width 2, 5, ... below ``3 s_w``, both cut
+    at the last pair (its docstring: (8, 12, 12) of 32 pairs is 11/11/10).
+    """
+    pairs = HEAD_DIM // 2
+    height = len(range(1, min(3 * sections[1], pairs), 3))
+    width = len(range(2, min(3 * sections[2], pairs), 3))
+    return (pairs - height - width, height, width)
+
+
+def _mrope(rope: Any) -> Iterator[Entry]:
+    """GenLIP's interleaved M-RoPE on images: temporal 0, (row, column) per patch."""
+    for sections in ((8, 12, 12), (12, 10, 10)):
+        module = rope.RotaryEmbeddingMRope(HEAD_DIM, mrope_section=sections)
+        shape = [14, 14]
+
+        def grid(max_position: int, shape: list[int] = shape) -> list[np.ndarray]:
+            rows_cols = rope._build_grid(shape, ndim=2).reshape(-1, 2).numpy()
+            zeros = np.zeros((rows_cols.shape[0], 1))
+            return [np.concatenate([zeros, rows_cols.astype(np.float64)], axis=-1)]
+
+        def run(x: np.ndarray, p: np.ndarray, module: Any = module, shape: Any = shape) -> Any:
+            b, h, n, d = x.shape
+            embed = module.get_embed(shape)
+            out = rope.apply_rot_embed_cat(_torch(x.reshape(b * h, n, d)), embed, half=True)
+            return _numpy(out).reshape(b, h, n, d)
+
+        yield GivenEntry(
+            "timm RotaryEmbeddingMRope",
+            f"mrope_section={sections}, 14x14 (t = 0)",
+            RopeSpec(HEAD_DIM, sections=_clamped(sections), section_order="interleaved"),
+            run,
+            given=grid,
+        )
 
 
 GROUP = Group(
