@@ -74,6 +74,20 @@ def _settings() -> Iterator[tuple[str, dict[str, Any], RopeSpec]]:
         {"extra_config": {**_YARN, "mscale": 1.0, "mscale_all_dim": 0.0}},
         RopeSpec(HEAD_DIM, scaling=rules.YaRN(4.0, original_max_position=4096)),
     )
+    for index, layers, spec in (
+        (0, "global", RopeSpec(HEAD_DIM, base=1e6, scaling=rules.Linear(8.0))),
+        (1, "local", RopeSpec(HEAD_DIM)),
+    ):
+        yield (
+            f"Gemma 3: rope_base=1e6, factor 8, rope_local_base_freq=1e4; {layers} layers",
+            {
+                "base": 1_000_000,
+                "extra_config": {"factor": 8.0},
+                "rope_local_base_freq": 10000.0,
+                "rope_index": index,
+            },
+            spec,
+        )
     yield (
         "rotary_percentage=0.25",
         {"n_elem": HEAD_DIM // 4},
@@ -85,7 +99,10 @@ def _run(model: Any, options: dict[str, Any], x: np.ndarray, p: np.ndarray) -> n
     import torch
 
     n_elem = options.pop("n_elem", HEAD_DIM)
+    index = options.pop("rope_index", None)  # Config.rope_indices: 0 global, 1 local
     cos, sin = model.build_rope_cache(CACHE_LENGTH, n_elem, **options)
+    if index is not None:
+        cos, sin = cos[..., index], sin[..., index]
     ids = torch.from_numpy(p)
     cos, sin = cos.index_select(0, ids)[None], sin.index_select(0, ids)[None]  # GPT.forward
     t = _torch(x)
