@@ -9,7 +9,7 @@ in float32 and the angles in float32 whatever the activations' dtype.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -67,7 +67,11 @@ def _xpos(xt: Any) -> Iterator[Entry]:
     """Queries scaled by xPos, keys by its inverse, as ``Attention`` applies them."""
     module = xt.RotaryEmbedding(HEAD_DIM, use_xpos=True, scale_base=XPOS_SCALE_BASE)
     spec = RopeSpec(HEAD_DIM, layout="interleaved", xpos=XPos(float(XPOS_SCALE_BASE)))
-    for role, side, power in (("query", "queries", 1.0), ("key", "keys", -1.0)):
+    sides: tuple[tuple[Literal["query", "key"], str, float], ...] = (
+        ("query", "queries", 1.0),
+        ("key", "keys", -1.0),
+    )
+    for role, side, power in sides:
 
         def run(x: np.ndarray, p: np.ndarray, power: float = power) -> np.ndarray:
             freqs, scale = module(_torch(p))
