@@ -26,6 +26,7 @@ from rope_ref._core.xpos import XPos
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends
 from rope_ref._engine.layout import convert_layout, feature_order, permute_weights
+from rope_ref._engine.mixed import apply_rope_mixed
 from rope_ref._engine.rerotate import rerotate
 
 __version__ = "0.1.0.dev0"
@@ -37,6 +38,7 @@ __all__ = [
     "XPosRule",
     "__version__",
     "apply_rope",
+    "apply_rope_mixed",
     "apply_rope_qk",
     "attention_factor",
     "available_backends",

@@ -14,6 +14,8 @@ rule               HF ``rope_type``     :math:`\theta'_j`
 `Llama3`           ``llama3``           three wavelength bands
 `LongRoPE`         ``longrope``         :math:`\theta_j / e_j`, short or long :math:`e`
 `Proportional`     ``proportional``     :math:`\theta_j / s` for the first pairs, 0 after
+`AttentionScale`   (none)               :math:`\theta_j`, cos and sin times :math:`m`
+`Chain`            (none)               several rules in turn
 =================  ===================  ==============================================
 
 Examples
@@ -24,6 +26,8 @@ Examples
 1.1386
 """
 
+from rope_ref.scaling._attention import AttentionScale
+from rope_ref.scaling._chain import Chain
 from rope_ref.scaling._linear import Linear
 from rope_ref.scaling._llama3 import Llama3
 from rope_ref.scaling._longrope import LongRoPE
@@ -32,6 +36,8 @@ from rope_ref.scaling._proportional import Proportional
 from rope_ref.scaling._yarn import YaRN, yarn_mscale
 
 __all__ = [
+    "AttentionScale",
+    "Chain",
     "DynamicNTK",
     "Linear",
     "Llama3",

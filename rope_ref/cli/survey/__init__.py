@@ -19,6 +19,15 @@ PACKAGES = (
     "mlx",
     "flash-attn",
     "vllm",
+    "litgpt",
+    "diffusers",
+    "timm",
+    "x-transformers",
+    "llama-models",
+    "mistral-inference",
+    "ai2-olmo-core",
+    "megatron-core",
+    "gemma",
 )
 
 
@@ -29,11 +38,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="check every RoPE implementation installed here against the oracle",
         description="Find the RoPE implementations installed beside rope_ref (transformers' "
         "rotaries, rotary-embedding-torch, torchtune, keras-hub, MLX, flash-attn's and "
-        "vLLM's PyTorch references), drive each with its own settings mapped to a RopeSpec, "
-        "and print one row each: conformant or not, the largest error as a share of the "
-        "tolerance, the angle-precision class, and the diagnosis of a mismatch. Missing "
-        "packages are skipped with the reason. Exit status 0 (a survey reports, it does not "
-        "judge); 2 for a usage error.",
+        "vLLM's PyTorch references; litgpt, diffusers, timm, x-transformers, llama-models, "
+        "mistral-inference, OLMo-core, Megatron-core and Gemma), drive each with its own "
+        "settings mapped to a RopeSpec, and print one row each: conformant or not, the "
+        "largest error as a share of the tolerance, the angle-precision class, and the "
+        "diagnosis of a mismatch. Missing packages are skipped with the reason. Exit "
+        "status 0 (a survey reports, it does not judge); 2 for a usage error.",
     )
     parser.add_argument("--max-position", type=int, default=131071, help="largest position")
     parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref.cli.survey._given import InexpressibleError
+from rope_ref.cli.survey.libraries import LIBRARY_GROUPS
 from rope_ref.cli.survey.peers import GROUPS, Entry, Group
 from rope_ref.testing._report import PRECISION_CLASSES, RopeReport, rope_report
 
@@ -48,6 +50,8 @@ class Row:
 
 def position_sets(entry: Entry, max_position: int) -> list[np.ndarray]:
     """Positions to call `entry` with: one probe of many, or contiguous runs at offsets."""
+    if hasattr(entry, "position_sets"):  # the library computes its positions itself
+        return list(entry.position_sets(max_position))
     if entry.positions == "offset":
         starts = sorted({0, min(2040, max_position), max(max_position - OFFSET_RUN + 1, 0)})
         return [np.arange(s, s + OFFSET_RUN, dtype=np.int64) for s in starts]
@@ -79,13 +83,17 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
     for i, p in enumerate(position_sets(entry, max_position)):
         x = _inputs(entry, p, seed + i)
         y = entry.run(x.copy(), p.copy())
-        reports.append(rope_report(y, x, entry.spec, p))
+        role = getattr(entry, "role", None)  # xPos entries scale queries or keys
+        reports.append(rope_report(y, x, entry.spec, p, role=role))
     return reports
 
 
 def _row(group: Group, version: str, entry: Entry, max_position: int) -> Row:
     try:
         reports = check_entry(entry, max_position)
+    except InexpressibleError as why:
+        row = (group.package, version, entry.peer, entry.settings, "skipped")
+        return Row(*row, diagnosis=str(why))
     except Exception as err:  # a peer that cannot run these inputs is reported, not raised
         return Row(
             group.package,
@@ -125,7 +133,7 @@ def survey(
 ) -> list[Row]:
     """Drive every installed peer through the oracle; one `Row` per entry (or skipped group)."""
     rows: list[Row] = []
-    for group in GROUPS:
+    for group in (*GROUPS, *LIBRARY_GROUPS):
         if only is not None and group.package not in only:
             continue
         reason = group.missing()

@@ -1,0 +1,30 @@
+"""The survey's libraries beyond the model zoos: one driver module each, in this order."""
+
+from __future__ import annotations
+
+from rope_ref.cli.survey import (
+    diffusers,
+    gemma,
+    litgpt,
+    llama_models,
+    megatron_core,
+    mistral_inference,
+    olmo_core,
+    timm,
+    x_transformers,
+)
+from rope_ref.cli.survey.peers import Group
+
+__all__ = ["LIBRARY_GROUPS"]
+
+LIBRARY_GROUPS: tuple[Group, ...] = (
+    litgpt.GROUP,
+    diffusers.GROUP,
+    timm.GROUP,
+    x_transformers.GROUP,
+    llama_models.GROUP,
+    mistral_inference.GROUP,
+    olmo_core.GROUP,
+    megatron_core.GROUP,
+    gemma.GROUP,
+)
