@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._assert import describe_worst
 from rope_ref.testing._check_cases import CheckConfig, drawn_cases, probe_case, single_case
 from rope_ref.testing._compare import Comparison, compare
 from rope_ref.testing._conventions import (
@@ -23,6 +22,7 @@ from rope_ref.testing._conventions import (
     TargetTimeoutError,
     run_case,
 )
+from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
 from rope_ref.testing._target import UsageError, describe_exception, load_target

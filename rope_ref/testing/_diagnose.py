@@ -30,12 +30,17 @@ from rope_ref.testing._explain import (
     row_p,
     wrap,
 )
+from rope_ref.testing._tolerance import EPS, max_checkable_position
 
 __all__ = ["CAUSES", "Diagnosis", "diagnose"]
 
 
 def diagnose(c: Comparison) -> Diagnosis:
     """Return the first explanation of the mismatch in `c` (``"unknown"`` if none fits)."""
+    if c.dtype_mismatch is not None:
+        return Diagnosis("dtype", c.dtype_mismatch)
+    if not np.any(c.failed) and not c.checkable:
+        return _not_checkable(c)
     checks: tuple[Callable[[Comparison], Diagnosis | None], ...] = (
         _non_finite,
         _zeros,
@@ -65,6 +70,23 @@ def diagnose(c: Comparison) -> Diagnosis:
 
 
 # -- the checks --------------------------------------------------------------------------------
+
+
+def _not_checkable(c: Comparison) -> Diagnosis:
+    s = c.setup
+    assert c.unchecked is not None
+    assert c.model is not None
+    first = float(np.min(np.abs(s.row_positions[c.unchecked])))
+    names = {eps: name for name, eps in EPS.items()}
+    dtype, angle = names[c.model.eps], names[c.model.angle_eps]
+    limit = max_checkable_position(s.spec, dtype, angle_dtype=angle, seq_len=s.seq_len)
+    return Diagnosis(
+        "not_checkable",
+        f"not checkable here: from position {first:.10g} the {dtype} error model allows "
+        "|error| of half a pair's norm or more, so zeros, the identity or the inverse "
+        f"rotation would pass as well as a correct result. In {dtype} this spec is "
+        f"checkable up to position {limit}; check larger positions in a wider dtype.",
+    )
 
 
 def _non_finite(c: Comparison) -> Diagnosis | None:

@@ -30,6 +30,8 @@ __all__ = [
 
 #: Every cause `diagnose` can name, with what it means.
 CAUSES: dict[str, str] = {
+    "dtype": "the result is in another dtype than the one asked for (a downcast or upcast)",
+    "not_checkable": "positions past what the dtype's error model can check (not a pass)",
     "non-finite": "NaN or infinity in the result",
     "zeros": "the result is zero where it must not be (input overwritten or output unwritten)",
     "direction": "rotation direction/sign (sin negated: the inverse rotation)",
