@@ -85,7 +85,25 @@ def float32_angles(x, positions):
     angles = (np.asarray(positions).astype(f32)[:, None] * inv).astype(f32).astype(np.float64)
     cos, sin = np.cos(angles), np.sin(angles)
     a, b = x[..., : d // 2], x[..., d // 2 :]
-    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def computes_in_float32(x, positions):
+    """Correct RoPE computed and returned in float32, whatever the input's dtype."""
+    return _rope(x.astype(np.float32), positions)
+
+
+def float64_result(x, positions):
+    """Correct RoPE returned as float64 for any input (an upcast: not the dtype asked for)."""
+    return _rope(x.astype(np.float64), positions)
+
+
+def hf_half_result(q, k, cos, sin):
+    """transformers' rotation, results returned as float16 (`.half()`)."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    q_out, k_out = apply_rotary_pos_emb(q, k, cos, sin)
+    return q_out.half(), k_out.half()
 
 
 def head_dim_exponent_32(x, positions):
@@ -303,6 +321,59 @@ def hf_in_place(q, k, cos, sin):
 
 def exits_zero(x, positions):
     raise SystemExit(0)
+
+
+def os_exit_zero(x, positions):
+    """Ends the process with status 0 in the middle of the call."""
+    import os
+
+    os._exit(0)
+
+
+def swallows_the_timeout(x, positions):
+    """Catches every exception (the timer's too) around a sleep, forever."""
+    import contextlib
+    import time
+
+    while True:
+        with contextlib.suppress(BaseException):
+            time.sleep(0.05)
+
+
+def ignores_the_alarm(x, positions):
+    """Ignores SIGALRM, then sleeps for a long time."""
+    import signal
+    import time
+
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+def late_but_correct(x, positions):
+    """Swallows the timer's exception, then returns a correct result after the limit."""
+    import contextlib
+    import time
+
+    with contextlib.suppress(BaseException):
+        time.sleep(3)
+    time.sleep(0.5)
+    return _rope(x, positions)
+
+
+def raises_keyboard_interrupt(x, positions):
+    raise KeyboardInterrupt
+
+
+def raises_generator_exit(x, positions):
+    raise GeneratorExit
+
+
+def closes_stdout(x, positions):
+    """Closes sys.stdout, then returns a correct result."""
+    import sys
+
+    sys.stdout.close()
+    return _rope(x, positions)
 
 
 def hangs(x, positions):

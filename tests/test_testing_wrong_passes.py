@@ -39,7 +39,9 @@ def test_a_float32_result_of_float64_input_fails_as_a_dtype_mismatch():
     assert "Likely cause: dtype: the result is float32 where float64 was asked for" in str(
         info.value
     )
-    assert rope_report(downcast, x, SPEC, p).diagnosis.cause == "dtype"
+    diagnosis = rope_report(downcast, x, SPEC, p).diagnosis
+    assert diagnosis is not None
+    assert diagnosis.cause == "dtype"
 
 
 def test_a_stated_dtype_allows_it_and_judges_at_that_precision():

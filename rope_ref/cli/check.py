@@ -19,10 +19,6 @@ _CONVENTION_HELP = {
 }
 
 
-class _ImportFailedError(Exception):
-    pass
-
-
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to `commands`."""
     parser = commands.add_parser(
@@ -106,44 +102,45 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from rope_ref.cli.check_options import OptionError
+    from rope_ref.testing._supervise import run_supervised
 
     try:
-        cfg, fn = _setup(args)
+        cfg = _setup(args)
     except OptionError as err:
         print(f"rope-ref check: error: {err}")
         return 2
-    except _ImportFailedError as failed:
+    outcome = run_supervised(args.target, cfg)  # the target runs in a child process only
+    if outcome.kind == "usage":
+        print(f"rope-ref check: error: {outcome.message}")
+        return 2
+    if outcome.report is None:
         print(f"rope-ref check {args.target}")
-        print(f"FAIL: importing the target raised {failed}")
+        failure = "importing the target raised " if outcome.kind == "import_failed" else ""
+        print(f"FAIL: {failure}{outcome.message}")
         return 1
-    from rope_ref.testing._check import check
-
-    report = check(fn, cfg)
-    for line in _report_lines(args, cfg, report):
+    for line in _report_lines(args, cfg, outcome.report):
         print(line)
-    return report.exit_status
+    return outcome.report.exit_status
 
 
-def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+def _setup(args: argparse.Namespace) -> Any:
     from rope_ref.cli.check_options import (
         OptionError,
         calling_from_args,
         check_options,
         spec_from_args,
     )
-    from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
-    from rope_ref.testing._conventions import TargetError
+    from rope_ref.testing._check import CheckConfig, UsageError
+    from rope_ref.testing._target import parse_target
 
     check_options(args)
     spec = spec_from_args(args)
     calling = calling_from_args(args, spec)
     try:
-        fn = load_target(args.target)
+        parse_target(args.target)
     except UsageError as err:
         raise OptionError(str(err)) from None
-    except TargetError as err:
-        raise _ImportFailedError(describe_exception(err.error)) from None
-    cfg = CheckConfig(
+    return CheckConfig(
         calling=calling,
         spec=spec,
         layout=args.layout,
@@ -152,7 +149,6 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
         seed=args.seed,
         angle_dtype=args.angle_dtype,
     )
-    return cfg, fn
 
 
 def _describe_spec(spec: Any) -> str:

@@ -208,7 +208,7 @@ def _call(fn: Callable[..., Any], calling: Calling, spec: RopeSpec, *args: Any) 
         return call_with_timeout(fn, args, _keywords(fn, spec), calling.timeout)
     except TargetTimeoutError:
         raise
-    except (Exception, SystemExit) as err:  # any bug or exit in the checked code is reported
+    except BaseException as err:  # any bug, exit or interrupt in the checked code is reported
         raise TargetError(err) from err
 
 
