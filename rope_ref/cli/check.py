@@ -53,7 +53,15 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="factor the results must carry on cos/sin, as YaRN's mscale (1)",
     )
-    spec.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
+    spec.add_argument(
+        "--layout",
+        choices=("half", "interleaved", "auto"),
+        default=None,
+        help="pairing of the spec: half (j, j + n/2) or interleaved (2j, 2j + 1); default: "
+        "the spec's (half, or what --hf-config says). auto is an explicit opt-in that adopts "
+        "whichever layout the function matches and says so in the verdict: it cannot catch "
+        "a layout bug",
+    )
     call = parser.add_argument_group("calling the target")
     call.add_argument(
         "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"
@@ -143,7 +151,7 @@ def _setup(args: argparse.Namespace) -> Any:
     return CheckConfig(
         calling=calling,
         spec=spec,
-        layout=args.layout,
+        layout=args.layout or spec.layout,
         max_position=args.max_position,
         examples=args.examples,
         seed=args.seed,
@@ -181,17 +189,28 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         f"{cfg.angle_dtype or 'float32 or better'}{strict}",
         f"  layout: {report.layout}, {report.layout_note}",
     ]
+    adopted = report.layout != cfg.spec.layout
+    if adopted:
+        lines.append(
+            f"  NOTE: checked with the layout {report.layout!r} adopted by --layout auto; it "
+            f"differs from the spec's {cfg.spec.layout!r}"
+        )
     precision = (
         f"  angle precision: {report.precision} (max angle error {report.max_angle_error:.2g} rad)"
     )
     if report.status == "conformant":
+        with_layout = f" with the adopted layout {report.layout!r}" if adopted else ""
         lines += [
-            f"OK: conformant on {report.examples} examples",
+            f"OK: conformant on {report.examples} examples{with_layout}",
             f"  measured error: max |error| {report.max_error:.3g}, at most "
             f"{report.max_ratio:.3g} of the tolerance",
             precision,
             f"  error model: {report.model}",
         ]
+        return lines
+    if report.status == "not_checkable":
+        lines += [f"NOT CHECKABLE past position {report.checkable_to}: no verdict there", precision]
+        lines += [f"  {detail}" for detail in report.details]
         return lines
     if report.status == "error":
         lines.append(f"FAIL: {report.error}")
