@@ -94,16 +94,15 @@ def spec_from_hf(text: str) -> Any:
     from rope_ref._core.spec import RopeSpec
 
     source = "the JSON string"
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            fail(f"--hf-config must be a JSON string or a config.json file; got {text!r}.")
-        text, source = path.read_text(encoding="utf-8"), str(path)
+    if not text.lstrip().startswith(("{", "[")):
+        text, source = _read_config(text), _short(text)
     try:
         config = json.loads(text)
     except json.JSONDecodeError as err:
         msg = f"--hf-config: {source} is not valid JSON ({err})."
         raise OptionError(msg) from None
+    except RecursionError:
+        fail(f"--hf-config: {source} is nested too deeply to be a config.")
     if not isinstance(config, dict):
         fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
     try:
@@ -111,6 +110,36 @@ def spec_from_hf(text: str) -> Any:
     except (TypeError, ValueError, KeyError) as err:
         msg = f"--hf-config: {str(err).replace('`', '')}"
         raise OptionError(msg) from None
+    except RecursionError:
+        fail("--hf-config: the config is nested too deeply.")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """`text` quoted, cut to `limit` characters (a long argument stays one line)."""
+    shown = text if len(text) <= limit else text[: limit - 3] + "..."
+    return repr(shown)
+
+
+def _read_config(name: str) -> str:
+    """The text of the config file `name`, or a one-line OptionError saying what is wrong."""
+    where = f"--hf-config {_short(name)}"
+    if not name.strip().endswith(".json") and not name.strip().endswith("/"):
+        hint = " (give a config.json path or a JSON object string)"
+    else:
+        hint = ""
+    try:
+        data = Path(name).read_bytes()
+    except FileNotFoundError:
+        fail(f"{where}: file not found{hint}.")
+    except IsADirectoryError:
+        fail(f"{where}: is a directory, not a config.json file.")
+    except (OSError, ValueError) as err:  # too long a name, no permission, a NUL byte
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        fail(f"{where}: cannot be read as a file ({reason}){hint}.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        fail(f"{where}: is not UTF-8 text (byte {err.start}); a config.json is UTF-8 JSON.")
 
 
 def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:

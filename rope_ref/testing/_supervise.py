@@ -71,6 +71,9 @@ def run_supervised(target: str, cfg: CheckConfig) -> Outcome:
         try:
             _send_job(child, job)
             events, killed = _watch(read_fd, child, hard_limit(timeout))
+        except KeyboardInterrupt:  # the user's Ctrl-C: stop the child, no verdict
+            _kill(child)
+            return Outcome("failed", message="interrupted: no verdict")
         finally:
             os.close(read_fd)
             _stop(child)
