@@ -88,6 +88,11 @@ def float32_angles(x, positions):
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
 
 
+def float16_interleaved(x, positions):
+    """Interleaved RoPE with positions held in float16: NaN past 65504."""
+    return _rope(x, positions, layout="interleaved", position_dtype=np.float16)
+
+
 def computes_in_float32(x, positions):
     """Correct RoPE computed and returned in float32, whatever the input's dtype."""
     return _rope(x.astype(np.float32), positions)
