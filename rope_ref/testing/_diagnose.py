@@ -17,6 +17,7 @@ from rope_ref._core.aliases import Layout
 from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
+from rope_ref.testing._diagnose_tables import table_layout, yarn_ramp
 from rope_ref.testing._diagnose_variants import partly_right_pairs, ranges, scaling, sections
 from rope_ref.testing._explain import (
     CAUSES,
@@ -45,12 +46,14 @@ def diagnose(c: Comparison) -> Diagnosis:
         _non_finite,
         _zeros,
         _direction_or_layout,
+        table_layout,
         _offset,
         _positions_pattern,
         sections,
         _identity_beyond,
         _rotary_range,
         _scale,
+        yarn_ramp,
         scaling,
         rounded_inputs,
         frequencies,
@@ -121,6 +124,9 @@ def _direction_or_layout(c: Comparison) -> Diagnosis | None:
         "half": "(j, j + n/2) (GPT-NeoX / HF rotate_half)",
         "interleaved": "(2j, 2j + 1) (GPT-J / Meta complex / RoFormer)",
     }
+    swapped_role = _xpos_role_swapped(c)
+    if swapped_role is not None:
+        return swapped_role
     if explains(c, s.oracle(inverse=not s.inverse)):
         return Diagnosis(
             "direction",
@@ -141,6 +147,24 @@ def _direction_or_layout(c: Comparison) -> Diagnosis | None:
             f"the spec's layout is {spec.layout!r}.",
         )
     return None
+
+
+def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
+    """An xPos query scaled like a key, or a key like a query."""
+    s = c.setup
+    if s.spec.xpos is None or s.role is None:
+        return None
+    other = "query" if s.role == "key" else "key"
+    if not explains(c, dataclasses.replace(s, role=other).oracle()):
+        return None
+    sign = {"query": "+", "key": "-"}
+    return Diagnosis(
+        "xpos_role",
+        f"the {s.role} was scaled like a {other}: xPos scales queries by "
+        "zeta^(+p / scale_base) and keys by zeta^(-p / scale_base); this result carries "
+        f"zeta^({sign[other]}p / scale_base). Pass the {s.role}'s role (or the inverse "
+        "scale) to the function that scales it.",
+    )
 
 
 def _offset_estimate(c: Comparison) -> int | None:
@@ -189,7 +213,7 @@ def _positions_pattern(c: Comparison) -> Diagnosis | None:
     shape = [1] * (s.x.ndim - 1)
     shape[axis] = length
     arange = np.broadcast_to(np.arange(length, dtype=np.float64).reshape(shape), s.grid.shape)
-    if not np.array_equal(arange, s.grid) and explains(c, s.oracle(grid=arange)):
+    if not np.array_equal(arange, s.grid) and explains(c, s.oracle(grid=arange), grid=arange):
         return Diagnosis(
             "positions",
             "the result matches positions 0, 1, 2, ... along the sequence axis: the given "
@@ -198,7 +222,7 @@ def _positions_pattern(c: Comparison) -> Diagnosis | None:
         )
     if s.grid.ndim >= 2 and s.grid.shape[0] > 1:
         first = np.broadcast_to(s.grid[:1], s.grid.shape)
-        if not np.array_equal(first, s.grid) and explains(c, s.oracle(grid=first)):
+        if not np.array_equal(first, s.grid) and explains(c, s.oracle(grid=first), grid=first):
             return Diagnosis(
                 "positions",
                 "every batch row was rotated with the positions of row 0: per-row positions "

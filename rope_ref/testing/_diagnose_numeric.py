@@ -139,6 +139,13 @@ def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
         f"theta_j = base^(-j/{d}) instead of base^(-2j/{d}): the exponent steps by 1/d, "
         "not 2/d (arange(0, d) used where arange(0, d, 2) belongs).",
     )
+    yield (
+        base ** (-4.0 * j / d),
+        f"theta_j = base^(-2j/{n}) instead of base^(-2j/{d}): the exponent is divided by "
+        f"the pair count {n}, not the rotary dim {d} (arange(0, d, 2) / (d // 2)), which "
+        f"doubles it; the same as base {base:.6g}^2 = {base * base:.6g}, but the fix is the "
+        "exponent's divisor, not rope_theta.",
+    )
     measured = measured_freqs(c)
     fitted: list[float] = []
     if measured is not None and n > 1 and np.all(measured[1:] > 0):
