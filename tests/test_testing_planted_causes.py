@@ -77,8 +77,10 @@ def test_a_cos_sin_table_of_the_other_layout(table, rotation):
     d = 16
     x = _x((2, len(P), d), seed=2)
     angles = P[:, None] * _inv(d)
-    full = (lambda t: np.concatenate([t, t], -1)) if table == "half" else (
-        lambda t: np.repeat(t, 2, -1)
+    full = (
+        (lambda t: np.concatenate([t, t], -1))
+        if table == "half"
+        else (lambda t: np.repeat(t, 2, -1))
     )
     cos, sin = full(np.cos(angles)), full(np.sin(angles))
     if rotation == "half":
@@ -135,3 +137,34 @@ def test_positions_ignored_under_float32_angles():
     assert found is not None
     assert found.cause == "positions", found
     assert "given positions were ignored" in found.message
+
+
+def test_a_float32_position_grid_is_named_and_can_be_stated():
+    torch = pytest.importorskip("torch")  # timm's pixel grid: torch.linspace in float32
+    d, n = 16, 15
+    freqs = np.linspace(1.0, 64.0, d // 2) * np.pi  # a vision RoPE's pixel frequencies
+    exact = np.linspace(-1.0, 1.0, n)
+    grid32 = torch.linspace(-1.0, 1.0, n, dtype=torch.float32).double().numpy()
+    assert np.any((exact == 0) & (grid32 != 0))  # 0 is meant, a few 1e-8 is held
+    x = _x((n, d), seed=5)
+    y = _rotate(x, grid32[:, None] * freqs)
+    spec = rr.RopeSpec(d, freqs=freqs)
+    found = diagnose(y, x, spec, exact)
+    assert found is not None
+    assert found.cause == "position_precision", found
+    assert "state position_dtype='float32'" in found.message
+    assert diagnose(y, x, spec, exact, position_dtype="float32") is None
+    report = rr.testing.rope_report(y, x, spec, exact, position_dtype="float32")
+    assert report.ok
+
+
+def test_a_wrong_base_in_a_two_axis_spec():
+    d = 16
+    grid = np.stack([np.arange(8), (np.arange(8) * 5) % 7], axis=-1)  # (t, h) per token
+    x = _x((8, d), seed=6)
+    inv = _inv(d, base=7.0)  # the pairs of axis 0 are 0-3, of axis 1 are 4-7 (chunked)
+    angles = np.concatenate([grid[:, :1] * inv[:4], grid[:, 1:] * inv[4:]], axis=-1)
+    found = diagnose(_rotate(x, angles), x, rr.RopeSpec(d, sections=(4, 4), base=100.0), grid)
+    assert found is not None
+    assert found.cause == "frequencies", found
+    assert "follow base 7 instead of the spec's base 100" in found.message

@@ -61,6 +61,7 @@ def diagnose(
     role: Role | None = None,
     angle_dtype: object = None,
     dtype: object = None,
+    position_dtype: object = None,
 ) -> Diagnosis | None:
     """The most likely cause of a mismatch between `actual` and the oracle, or None.
 
@@ -92,5 +93,5 @@ def diagnose(
         seq_len=seq_len,
         role=role,
     )
-    c = compare(actual, s, angle_dtype=angle_dtype, dtype=dtype)
+    c = compare(actual, s, angle_dtype=angle_dtype, dtype=dtype, position_dtype=position_dtype)
     return None if c.ok else _diagnose(c)

@@ -31,6 +31,7 @@ def assert_rope_close(
     role: Role | None = None,
     angle_dtype: object = None,
     dtype: object = None,
+    position_dtype: object = None,
 ) -> RopeReport:
     r"""Assert that `actual` is RoPE of `x` within the error model; diagnose it otherwise.
 
@@ -73,6 +74,11 @@ def assert_rope_close(
     dtype : dtype or str, optional
         The precision the result is judged at and must be stored in (default: the dtype
         of `x`). State it to check, say, a float32 result computed from float64 inputs.
+    position_dtype : dtype or str, optional
+        For an implementation that builds its own position grid in a low precision (a
+        float32 ``linspace`` of pixel coordinates): the grid may be off by up to
+        ``2 * eps * (max |p| + 1)`` at every position, and the tolerance grows by what
+        that turns the fastest pair. Default: positions exact as given.
 
     Returns
     -------
@@ -128,7 +134,15 @@ def assert_rope_close(
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)
-    c = compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype, dtype=dtype)
+    c = compare(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=dtype,
+        position_dtype=position_dtype,
+    )
     if not c.ok:
         raise AssertionError(failure_message(c, diagnose(c)))
     return report_of(c)

@@ -231,6 +231,25 @@ def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> 
     return np.asarray(tol, dtype=np.float64)
 
 
+def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
+    """Tolerance added for positions the implementation rounds to a dtype of `position_eps`.
+
+    A grid built in that dtype (an arange, a linspace) is off by up to ``2 * eps *
+    (max |p| + 1)`` at every position (0 included), which turns the fastest pair by that
+    times its frequency.
+    """
+    spec = s.spec
+    if spec.n_pairs == 0 or position_eps == 0.0:
+        return np.zeros_like(expected)
+    units = np.eye(len(spec.sections)) if spec.sections is not None else np.ones((1,))
+    fastest = float(np.max(np.abs(np.asarray(rope_angles(spec, units, s.seq_len)))))
+    shift = 2.0 * position_eps * (float(np.max(np.abs(s.grid), initial=0.0)) + 1.0)
+    extra = pair_norms(spec, expected) * (shift * fastest)
+    extra[..., : spec.rotary_start] = 0.0
+    extra[..., spec.rotary_stop :] = 0.0
+    return np.asarray(extra, dtype=np.float64)
+
+
 def compare(
     actual: Any,
     s: Setup,
@@ -239,6 +258,7 @@ def compare(
     atol: float | None = None,
     angle_dtype: object = None,
     dtype: object = None,
+    position_dtype: object = None,
 ) -> Comparison:
     """Compare `actual` with the oracle of `s`; raise ValueError if the shapes differ.
 
@@ -246,9 +266,14 @@ def compare(
     here, so `actual`, `rtol` and `atol` are checked here, before anything is computed.
     The result is judged at the precision `dtype` (default: the dtype of `x`); a result
     in another dtype fails, and a row whose tolerance is vacuous is "not checkable".
+    `position_dtype` widens the model for an implementation that rounds its own position
+    grid to that dtype (see `position_tolerance`).
     """
     rtol, atol = check_tolerances(rtol, atol)
     precision = s.dtype if dtype is None else _check_dtype(dtype)
+    position_eps = None
+    if position_dtype is not None:
+        position_eps = EPS[_check_dtype(position_dtype, "position_dtype")]
     actual_name = check_actual(actual)
     a64 = host64(actual)
     if a64.shape != s.x.shape:
@@ -262,6 +287,8 @@ def compare(
     if rtol is None and atol is None:
         model = error_model(precision, angle_dtype=angle_dtype)
         tol = tolerance(s, expected, model, EPS[precision])
+        if position_eps is not None:
+            tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
             unchecked = s.max_angles() > checkable_angle(model)
     else:
@@ -288,9 +315,9 @@ def compare(
     )
 
 
-def _check_dtype(dtype: object) -> str:
+def _check_dtype(dtype: object, name: str = "dtype") -> str:
     try:
         return dtype_name(dtype)
     except ValueError:
-        msg = f"`dtype` must be one of the floating dtypes {sorted(EPS)}; got {dtype!r}."
+        msg = f"`{name}` must be one of the floating dtypes {sorted(EPS)}; got {dtype!r}."
         raise ValueError(msg) from None

@@ -16,7 +16,12 @@ import numpy as np
 from rope_ref._core.aliases import Layout
 from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref.testing._compare import Comparison
-from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
+from rope_ref.testing._diagnose_numeric import (
+    angle_precision,
+    frequencies,
+    position_precision,
+    rounded_inputs,
+)
 from rope_ref.testing._diagnose_tables import table_layout, yarn_ramp
 from rope_ref.testing._diagnose_variants import partly_right_pairs, ranges, scaling, sections
 from rope_ref.testing._explain import (
@@ -55,6 +60,7 @@ def diagnose(c: Comparison) -> Diagnosis:
         _scale,
         yarn_ramp,
         scaling,
+        position_precision,
         rounded_inputs,
         frequencies,
         angle_precision,

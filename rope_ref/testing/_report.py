@@ -146,6 +146,7 @@ def rope_report(
     role: Role | None = None,
     angle_dtype: object = None,
     dtype: object = None,
+    position_dtype: object = None,
 ) -> RopeReport:
     """Compare a RoPE result with the oracle and report how close it is.
 
@@ -189,5 +190,13 @@ def rope_report(
         seq_len=seq_len,
         role=role,
     )
-    c = compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype, dtype=dtype)
+    c = compare(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=dtype,
+        position_dtype=position_dtype,
+    )
     return report_of(c)
