@@ -401,6 +401,25 @@ def spec_driven(x, positions, *, spec):
     return rr.apply_rope(x, spec, positions)
 
 
+def spec_driven_sign_flipped(x, positions, *, spec):
+    """The oracle told the spec, rotating the wrong way."""
+    import rope_ref as rr
+
+    return rr.apply_rope(x, spec, positions, inverse=True)
+
+
+def jax_half(x, positions):
+    """RoPE in JAX, half layout, angles in float32 (JAX's default precision)."""
+    import jax.numpy as jnp
+
+    d = x.shape[-1]
+    inv = 1.0 / 10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
+    angles = positions.astype(jnp.float32)[:, None] * inv
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
 def fields_driven(x, positions, base, head_dim):
     """A hand-written RoPE that reads base and head_dim from the keywords it is given."""
     assert x.shape[-1] == head_dim

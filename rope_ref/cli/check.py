@@ -8,8 +8,8 @@ from typing import Any
 __all__ = ["register"]
 
 _CONVENTION_HELP = {
-    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy), "
-    "positions as --positions says (int64 (seq,) by default)",
+    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy, torch, "
+    "JAX, MLX), positions as --positions says (int64 (seq,) by default)",
     "hf": "fn(q, k, cos, sin) -> (q, k): torch (batch, heads, seq, head_dim), cos/sin "
     "(batch, seq, rotary_dim) as transformers' apply_rotary_pos_emb takes them",
     "cos_sin": "fn(x, cos, sin): torch x (batch, seq, heads, head_dim), half-width cos/sin "
@@ -64,7 +64,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     call = parser.add_argument_group("calling the target")
     call.add_argument(
-        "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"
+        "--array",
+        choices=("numpy", "torch", "jax", "mlx"),
+        default="numpy",
+        help="plain: array kind (numpy)",
     )
     call.add_argument(
         "--axes",
@@ -101,6 +104,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="precision the angles must have; float64 is the strict mode that fails "
         "float32-grade angles (default: float32 below float64 results)",
+    )
+    run.add_argument(
+        "--position-dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="the target builds its own position grid in this dtype (a float32 linspace): "
+        "allow the rounding that gives (default: positions exact as given)",
     )
     run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
@@ -156,6 +166,7 @@ def _setup(args: argparse.Namespace) -> Any:
         examples=args.examples,
         seed=args.seed,
         angle_dtype=args.angle_dtype,
+        position_dtype=args.position_dtype,
     )
 
 
@@ -225,4 +236,7 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         lines.append(f"  diagnosis: {report.diagnosis.cause}")
         lines.append(f"    {report.diagnosis.message}")
     lines += [f"  {detail}" for detail in report.details]
+    if report.reproducer:
+        lines.append("  reproduce it (paste into Python, from the directory you ran this in):")
+        lines += [f"    {line}" for line in report.reproducer]
     return lines

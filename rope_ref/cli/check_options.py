@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -150,14 +151,17 @@ def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
     array = "torch" if convention in TORCH_CONVENTIONS else args.array
     if convention in TORCH_CONVENTIONS and args.array != "numpy":
         fail(f"--array is for --convention plain; {convention} passes torch tensors.")
-    module = {"numpy": "numpy", "torch": "torch", "mlx": "mlx"}[array]
+    module = array
     if importlib.util.find_spec(module) is None:
         fail(
-            f"{'--convention ' + convention if array == 'torch' else '--array mlx'} passes "
-            f"{module} arrays; {module} is not installed."
+            f"{'--convention ' + convention if array == 'torch' else '--array ' + array} "
+            f"passes {module} arrays; {module} is not installed."
         )
     if array == "numpy" and args.dtype == "bfloat16":
-        fail("--dtype bfloat16 needs torch or MLX arrays (NumPy has no bfloat16).")
+        fail("--dtype bfloat16 needs torch, JAX or MLX arrays (NumPy has no bfloat16).")
+    x64 = os.environ.get("JAX_ENABLE_X64", "").lower() in ("1", "true", "yes")
+    if array == "jax" and args.dtype == "float64" and not x64:
+        fail("--array jax --dtype float64 needs JAX_ENABLE_X64=1 (JAX computes in 32 bits).")
     positions = args.positions or _DEFAULT_POSITIONS[convention]
     allowed = {"plain": ("shared", "rows", "offset"), "hf": ("shared", "rows")}
     if positions not in allowed.get(convention, ("shared",)):

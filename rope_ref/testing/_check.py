@@ -80,6 +80,7 @@ class Report:
     error: str | None = None
     details: list[str] = field(default_factory=list)
     checkable_to: int | None = None  # largest checkable position, when less than asked
+    reproducer: list[str] | None = None  # Python lines that replay the counterexample
 
     @property
     def exit_status(self) -> int:
@@ -116,7 +117,12 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
             )
             return evaluation
         try:
-            c = compare(out.actual, out.setup, angle_dtype=cfg.model_angle_dtype)
+            c = compare(
+                out.actual,
+                out.setup,
+                angle_dtype=cfg.model_angle_dtype,
+                position_dtype=cfg.position_dtype,
+            )
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation

@@ -27,6 +27,7 @@ class CheckConfig:
     examples: int
     seed: int = 0
     angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
+    position_dtype: str | None = None  # the target rounds its own positions to this dtype
 
     @property
     def convention(self) -> str:

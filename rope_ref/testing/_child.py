@@ -12,6 +12,7 @@ prints, closes or exits with can forge a verdict.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import pickle
@@ -60,7 +61,8 @@ def main(argv: list[str]) -> None:
 
 def _run(job: Job, channel: _Channel) -> tuple[str, dict[str, str]]:
     from rope_ref.testing._check import check
-    from rope_ref.testing._conventions import TargetError
+    from rope_ref.testing._conventions import TargetError, spec_keywords
+    from rope_ref.testing._reproducer import reproducer
     from rope_ref.testing._target import UsageError, describe_exception, load_target
     from rope_ref.testing._timeout import set_call_monitor
 
@@ -75,6 +77,11 @@ def _run(job: Job, channel: _Channel) -> tuple[str, dict[str, str]]:
     set_call_monitor(channel.send)
     report = check(fn, job.config)
     set_call_monitor(None)
+    if report.counterexample is not None:
+        spec = dataclasses.replace(job.config.spec, layout=report.layout)
+        report.reproducer = reproducer(
+            job.target, job.config, spec, report.counterexample, spec_keywords(fn)
+        )
     data = base64.b64encode(pickle.dumps(report)).decode("ascii")
     return "report", {"data": data, "token": job.token}
 

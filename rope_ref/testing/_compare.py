@@ -24,6 +24,7 @@ from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope
 from rope_ref.testing._tolerance import (
+    CHECKABLE_SHARE,
     EPS,
     ErrorModel,
     checkable_angle,
@@ -103,6 +104,8 @@ class Comparison:
     #: Rows (``x.shape[:-1]``) whose tolerance cannot tell a correct result from zeros,
     #: the identity or the inverse rotation (see `checkable_angle`); None: every row.
     unchecked: NDArray[np.bool_] | None = None
+    #: Epsilon of the dtype the implementation rounds its positions to (`position_dtype`).
+    position_eps: float | None = None
 
     @property
     def checkable(self) -> bool:
@@ -231,8 +234,8 @@ def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> 
     return np.asarray(tol, dtype=np.float64)
 
 
-def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
-    """Tolerance added for positions the implementation rounds to a dtype of `position_eps`.
+def position_shift(s: Setup, position_eps: float) -> float:
+    """Angle error (radians) of the fastest pair when positions are rounded to `position_eps`.
 
     A grid built in that dtype (an arange, a linspace) is off by up to ``2 * eps *
     (max |p| + 1)`` at every position (0 included), which turns the fastest pair by that
@@ -240,11 +243,16 @@ def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
     """
     spec = s.spec
     if spec.n_pairs == 0 or position_eps == 0.0:
-        return np.zeros_like(expected)
+        return 0.0
     units = np.eye(len(spec.sections)) if spec.sections is not None else np.ones((1,))
     fastest = float(np.max(np.abs(np.asarray(rope_angles(spec, units, s.seq_len)))))
-    shift = 2.0 * position_eps * (float(np.max(np.abs(s.grid), initial=0.0)) + 1.0)
-    extra = pair_norms(spec, expected) * (shift * fastest)
+    return 2.0 * position_eps * (float(np.max(np.abs(s.grid), initial=0.0)) + 1.0) * fastest
+
+
+def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
+    """Tolerance added on rotated features for positions rounded to `position_eps`."""
+    spec = s.spec
+    extra = pair_norms(spec, expected) * position_shift(s, position_eps)
     extra[..., : spec.rotary_start] = 0.0
     extra[..., spec.rotary_stop :] = 0.0
     return np.asarray(extra, dtype=np.float64)
@@ -290,7 +298,9 @@ def compare(
         if position_eps is not None:
             tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
-            unchecked = s.max_angles() > checkable_angle(model)
+            shift = 0.0 if position_eps is None else position_shift(s, position_eps)
+            per_unit = np.asarray(model.atol(s.max_angles(), 1.0)) + shift
+            unchecked = (s.max_angles() > checkable_angle(model)) | (per_unit > CHECKABLE_SHARE)
     else:
         model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
@@ -312,6 +322,7 @@ def compare(
         model=model,
         dtype_mismatch=mismatch,
         unchecked=unchecked,
+        position_eps=position_eps,
     )
 
 

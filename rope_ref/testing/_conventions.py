@@ -64,7 +64,7 @@ class Calling:
 
     convention: str
     dtype: str
-    array: str = "numpy"  # plain only: "numpy", "torch" or "mlx"
+    array: str = "numpy"  # plain only: "numpy", "torch", "jax" or "mlx"
     axes: str = "bhsd"  # or "bshd"
     positions: str = "shared"
     in_place: bool = False
@@ -142,6 +142,10 @@ def _array(values: np.ndarray, calling: Calling, kind: str | None = None) -> Any
         import mlx.core as mx
 
         return mx.array(values.astype(np.float32)).astype(getattr(mx, calling.dtype))
+    if kind == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(values).astype(getattr(jnp, calling.dtype))
     return values.astype(calling.dtype)
 
 
@@ -154,6 +158,10 @@ def _positions_arg(p: np.ndarray, calling: Calling) -> Any:
         import mlx.core as mx
 
         return mx.array(p)
+    if calling.array == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(p)
     return p.copy()
 
 

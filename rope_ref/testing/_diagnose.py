@@ -89,6 +89,15 @@ def _not_checkable(c: Comparison) -> Diagnosis:
     names = {eps: name for name, eps in EPS.items()}
     dtype, angle = names[c.model.eps], names[c.model.angle_eps]
     limit = max_checkable_position(s.spec, dtype, angle_dtype=angle, seq_len=s.seq_len)
+    if c.position_eps is not None and first <= limit:
+        return Diagnosis(
+            "not_checkable",
+            f"not checkable here: with positions rounded to {names[c.position_eps]} "
+            f"(position_dtype) the error model allows |error| of half a pair's norm or "
+            f"more at positions up to {float(np.max(np.abs(s.row_positions))):.10g}: "
+            "zeros, the identity or the inverse rotation would pass. Check smaller "
+            "positions, or build the grid in a wider dtype.",
+        )
     return Diagnosis(
         "not_checkable",
         f"not checkable here: from position {first:.10g} the {dtype} error model allows "
