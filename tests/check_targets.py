@@ -459,3 +459,50 @@ def torchtune_llama3(x, input_pos, *, spec):
 
     module = _torchtune_module(Llama3ScaledRoPE, spec.rotary_dim, spec.base)
     return module(x, input_pos=input_pos)
+
+
+# --- full-width tables: litgpt and Megatron-core ----------------------------------------------
+
+
+def litgpt_apply_rope(x, cos, sin):
+    """litgpt's apply_rope: full-width cos/sin (T, hs) or (B, T, hs)."""
+    import torch
+
+    head_size = x.size(-1)
+    x1 = x[..., : head_size // 2]
+    x2 = x[..., head_size // 2 :]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    if cos.dim() > 1:
+        cos = cos.unsqueeze(-3)
+        sin = sin.unsqueeze(-3)
+    roped = (x * cos) + (rotated * sin)
+    return roped.to(dtype=x.dtype)
+
+
+def _megatron_rotate_half(x, rotary_interleaved):
+    import torch
+
+    if not rotary_interleaved:
+        x1, x2 = torch.chunk(x, 2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x_new = torch.stack((-x2, x1), dim=-1)
+    return x_new.view(x_new.shape[0], x_new.shape[1], x_new.shape[2], -1)
+
+
+def megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=False):
+    """Megatron-core's _apply_rotary_pos_emb_bshd: angles (seq, 1, 1, rot_dim)."""
+    import torch
+
+    rot_dim = freqs.shape[-1]
+    t, t_pass = t[..., :rot_dim], t[..., rot_dim:]
+    cos_ = torch.cos(freqs).to(t.dtype)
+    sin_ = torch.sin(freqs).to(t.dtype)
+    t = (t * cos_) + (_megatron_rotate_half(t, rotary_interleaved) * sin_)
+    return torch.cat((t, t_pass), dim=-1)
+
+
+def megatron_interleaved_rotation(t, freqs):
+    """Megatron's interleaved rotation applied to a table built for the half layout."""
+    return megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=True)

@@ -74,3 +74,36 @@ def test_a_stated_position_dtype_widens_the_model_only_as_far_as_it_can_check(ca
     assert "diagnosis: not_checkable\n" in out  # float16 positions to 4096: +-8 tokens
     status, out = _check(capsys, *argv[:1], "--max-position", "200", "--position-dtype", "float16")
     assert status == 0, out
+
+
+@pytest.mark.parametrize(
+    ("target", "convention", "extra"),
+    [
+        ("litgpt_apply_rope", "full", []),
+        ("litgpt_apply_rope", "full", ["--positions", "rows", "--rotary-dim", "32"]),
+        ("megatron_apply_rotary_pos_emb", "freqs", []),
+        ("megatron_apply_rotary_pos_emb", "freqs", ["--rotary-dim", "32"]),
+    ],
+)
+def test_full_width_table_conventions(capsys, target, convention, extra):
+    pytest.importorskip("torch")
+    argv = [f"{TARGETS}:{target}", *extra]
+    status = main(["check", *argv, "--convention", convention, "--examples", "10"])
+    out = capsys.readouterr().out
+    if convention == "full" and "--rotary-dim" in extra:
+        assert status == 1, out  # litgpt slices the rotated part off before the call
+        assert "FAIL: the checked function raised RuntimeError" in out
+        return
+    assert status == 0, out
+    assert "OK: conformant on 10 examples" in out
+
+
+def test_a_table_of_the_other_layout_through_the_freqs_convention(capsys):
+    pytest.importorskip("torch")
+    argv = [f"{TARGETS}:megatron_interleaved_rotation", "--convention", "freqs"]
+    status = main(["check", *argv, "--examples", "10"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "diagnosis: table_layout\n" in out
+    assert "built for the 'half' layout" in out
+    assert "applied with the 'interleaved' rotation" in out

@@ -16,6 +16,10 @@ _CONVENTION_HELP = {
     "(seq, rotary_dim/2) as flash-attn takes them",
     "complex": "fn(x, freqs_cis) or fn(xq, xk, freqs_cis): torch x (batch, seq, heads, "
     "head_dim), complex freqs_cis (seq, rotary_dim/2) as Meta LLaMA",
+    "full": "fn(x, cos, sin): torch x (batch, heads, seq, head_dim), full-width cos/sin "
+    "(batch, seq, rotary_dim) as litgpt takes them",
+    "freqs": "fn(x, freqs): torch x (seq, batch, heads, head_dim), full-width angles "
+    "(seq, 1, 1, rotary_dim) in float32 as Megatron-core takes them",
 }
 
 
@@ -71,9 +75,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     call.add_argument(
         "--axes",
-        choices=("bhsd", "bshd"),
+        choices=("bhsd", "bshd", "sbhd"),
         default=None,
-        help="axis order of x: (batch, heads, seq, dim) or (batch, seq, heads, dim)",
+        help="axis order of x: (batch, heads, seq, dim), (batch, seq, heads, dim) or "
+        "(seq, batch, heads, dim)",
     )
     call.add_argument(
         "--positions",

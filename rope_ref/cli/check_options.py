@@ -25,8 +25,22 @@ __all__ = [
     "spec_from_args",
 ]
 
-_DEFAULT_AXES = {"plain": "bhsd", "hf": "bhsd", "cos_sin": "bshd", "complex": "bshd"}
-_DEFAULT_POSITIONS = {"plain": "shared", "hf": "rows", "cos_sin": "shared", "complex": "shared"}
+_DEFAULT_AXES = {
+    "plain": "bhsd",
+    "hf": "bhsd",
+    "cos_sin": "bshd",
+    "complex": "bshd",
+    "full": "bhsd",
+    "freqs": "sbhd",
+}
+_DEFAULT_POSITIONS = {
+    "plain": "shared",
+    "hf": "rows",
+    "cos_sin": "shared",
+    "complex": "shared",
+    "full": "shared",
+    "freqs": "shared",
+}
 #: Limits that keep a check's arrays and positions meaningful (float64 holds integers
 #: exactly up to 2**53; real heads have at most a few hundred features).
 MAX_POSITION, MAX_HEAD_DIM = 2**53, 4096
@@ -163,7 +177,11 @@ def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
     if array == "jax" and args.dtype == "float64" and not x64:
         fail("--array jax --dtype float64 needs JAX_ENABLE_X64=1 (JAX computes in 32 bits).")
     positions = args.positions or _DEFAULT_POSITIONS[convention]
-    allowed = {"plain": ("shared", "rows", "offset"), "hf": ("shared", "rows")}
+    allowed = {
+        "plain": ("shared", "rows", "offset"),
+        "hf": ("shared", "rows"),
+        "full": ("shared", "rows"),
+    }
     if positions not in allowed.get(convention, ("shared",)):
         fail(f"--positions {positions} cannot be expressed by --convention {convention}.")
     if spec.sections is not None and (convention != "plain" or positions == "offset"):

@@ -36,8 +36,12 @@ class CheckConfig:
 
     @property
     def model_angle_dtype(self) -> str | None:
-        """Angle precision of the model: exact tables for the table-driven conventions."""
-        if self.angle_dtype is not None or self.convention not in TORCH_CONVENTIONS:
+        """Angle precision of the model: exact tables for the table-driven conventions.
+
+        The ``freqs`` convention hands over float32 angles, so its model is float32's.
+        """
+        exact_tables = self.convention in TORCH_CONVENTIONS and self.convention != "freqs"
+        if self.angle_dtype is not None or not exact_tables:
             return self.angle_dtype
         return "float64"
 

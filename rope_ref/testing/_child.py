@@ -78,7 +78,8 @@ def _run(job: Job, channel: _Channel) -> tuple[str, dict[str, str]]:
     report = check(fn, job.config)
     set_call_monitor(None)
     if report.counterexample is not None:
-        spec = dataclasses.replace(job.config.spec, layout=report.layout)
+        layout: Any = report.layout
+        spec = dataclasses.replace(job.config.spec, layout=layout)
         report.reproducer = reproducer(
             job.target, job.config, spec, report.counterexample, spec_keywords(fn)
         )

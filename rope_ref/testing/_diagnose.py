@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rope_ref._core.aliases import Layout
+from rope_ref._core.aliases import Layout, Role
 from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import (
@@ -169,7 +169,7 @@ def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
     s = c.setup
     if s.spec.xpos is None or s.role is None:
         return None
-    other = "query" if s.role == "key" else "key"
+    other: Role = "query" if s.role == "key" else "key"
     if not explains(c, dataclasses.replace(s, role=other).oracle()):
         return None
     sign = {"query": "+", "key": "-"}

@@ -106,9 +106,9 @@ def rope_specs(
     ...     assert spec.layout == "interleaved" and spec.rotary_dim >= 16
     >>> test_wide()
     """
-    head_dims = as_strategy("head_dims", head_dims)
-    layouts = as_strategy("layouts", layouts, LAYOUTS)
-    bases = as_strategy("bases", bases)
+    head_dim_strategy = as_strategy("head_dims", head_dims)
+    layout_strategy = as_strategy("layouts", layouts, LAYOUTS)
+    base_strategy = as_strategy("bases", bases)
     check_strategy("scalings", scalings)
     min_rotary = check_int("min_rotary_dim", min_rotary_dim, 2)
     if min_rotary % 2:
@@ -117,17 +117,19 @@ def rope_specs(
     for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
         check_bool(name, flag)
     check_bool("sections", sections)
-    if head_dims is None:
-        head_dims = st.one_of(st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128))
-    if layouts is None:
-        layouts = st.sampled_from(LAYOUTS)
-    if bases is None:
-        bases = st.one_of(
+    if head_dim_strategy is None:
+        head_dim_strategy = st.one_of(
+            st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128)
+        )
+    if layout_strategy is None:
+        layout_strategy = st.sampled_from(LAYOUTS)
+    if base_strategy is None:
+        base_strategy = st.one_of(
             st.sampled_from([10000.0, 500000.0, 1e6]),
             st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
         )
     options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2)
-    return _specs(head_dims, layouts, bases, options)
+    return _specs(head_dim_strategy, layout_strategy, base_strategy, options)
 
 
 @dataclass(frozen=True)
