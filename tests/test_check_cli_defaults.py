@@ -59,3 +59,13 @@ def test_positions_past_the_checkable_range_get_no_pass(capsys):
     assert "OK: conformant" not in out
     status, out = _check(capsys, f"{TARGETS}:correct_half", "--max-position", str(limit))
     assert status == 0, out
+
+
+def test_a_result_in_another_dtype_passes_only_when_allowed(capsys):
+    argv = [f"{TARGETS}:computes_in_float32", "--dtype", "float64"]
+    status, out = _check(capsys, *argv)
+    assert status == 1, out
+    assert "diagnosis: dtype\n" in out
+    status, out = _check(capsys, *argv, "--result-dtype", "float32")
+    assert status == 0, out
+    assert "dtype float64 (results allowed in float32)" in out

@@ -111,6 +111,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "float32-grade angles (default: float32 below float64 results)",
     )
     run.add_argument(
+        "--result-dtype",
+        choices=("float32", "float64", "float16", "bfloat16"),
+        default=None,
+        help="allow results in this dtype and judge them at its precision (default: the "
+        "results must be in --dtype; any other dtype fails)",
+    )
+    run.add_argument(
         "--position-dtype",
         choices=("float32", "bfloat16", "float16"),
         default=None,
@@ -172,6 +179,7 @@ def _setup(args: argparse.Namespace) -> Any:
         seed=args.seed,
         angle_dtype=args.angle_dtype,
         position_dtype=args.position_dtype,
+        result_dtype=args.result_dtype,
     )
 
 
@@ -201,7 +209,9 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
         f"{calling.positions}{', in place' if calling.in_place else ''}",
         f"  spec: {_describe_spec(cfg.spec)}",
-        f"  dtype {calling.dtype}, positions 0..{cfg.max_position}, angle precision "
+        f"  dtype {calling.dtype}"
+        + (f" (results allowed in {cfg.result_dtype})" if cfg.result_dtype else "")
+        + f", positions 0..{cfg.max_position}, angle precision "
         f"{cfg.angle_dtype or 'float32 or better'}{strict}",
         f"  layout: {report.layout}, {report.layout_note}",
     ]

@@ -122,6 +122,7 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
                 out.setup,
                 angle_dtype=cfg.model_angle_dtype,
                 position_dtype=cfg.position_dtype,
+                dtype=cfg.result_dtype,
             )
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
@@ -310,16 +311,15 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
 
 def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     asked = cfg.max_position
-    limit = max_checkable_position(
-        cfg.spec, cfg.calling.dtype, angle_dtype=cfg.model_angle_dtype or "float32"
-    )
+    judged = cfg.result_dtype or cfg.calling.dtype
+    limit = max_checkable_position(cfg.spec, judged, angle_dtype=cfg.model_angle_dtype or "float32")
     cfg = dataclasses.replace(cfg, max_position=min(asked, limit))
     report = _search_and_report(fn, cfg)
     if asked > limit and report.status == "conformant":
         report.status = "not_checkable"
         report.checkable_to = limit
         report.details.append(
-            f"positions past {limit} are not checkable in {cfg.calling.dtype}: there the "
+            f"positions past {limit} are not checkable in {judged}: there the "
             "error model allows half a pair's norm or more, so zeros, the identity or the "
             f"inverse rotation would pass. Conformant on positions 0..{limit}; check larger "
             "positions with a wider --dtype."

@@ -28,6 +28,7 @@ class CheckConfig:
     seed: int = 0
     angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
     position_dtype: str | None = None  # the target rounds its own positions to this dtype
+    result_dtype: str | None = None  # results allowed in this dtype (default: the input's)
 
     @property
     def convention(self) -> str:

@@ -310,8 +310,8 @@ def compare(
         mismatch = (
             f"the result is {actual_name} where {precision} was asked for (the "
             f"{'dtype stated' if dtype is not None else 'dtype of the input'}); it is judged "
-            f"at {precision} precision. State dtype={actual_name!r} if {actual_name} results "
-            "are what you mean to check."
+            f"at {precision} precision. State dtype={actual_name!r} (rope-ref check "
+            f"--result-dtype {actual_name}) if {actual_name} results are what you mean to check."
         )
     return Comparison(
         setup=s,

@@ -99,6 +99,7 @@ def reproducer(
         f"assert_rope_close(result, x, spec, np.array({grid}), seq_axis={calling.seq_axis}"
         + (f", angle_dtype={cfg.angle_dtype!r}" if cfg.angle_dtype else "")
         + (f", position_dtype={cfg.position_dtype!r}" if cfg.position_dtype else "")
+        + (f", dtype={cfg.result_dtype!r}" if cfg.result_dtype else "")
         + ")",
     ]
     return lines
