@@ -506,3 +506,18 @@ def megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=False):
 def megatron_interleaved_rotation(t, freqs):
     """Megatron's interleaved rotation applied to a table built for the half layout."""
     return megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=True)
+
+
+def leaves_a_sleeper(x, positions):
+    """Forks a process that keeps the inherited descriptors open, then returns a correct
+    result (its pid goes to the file named by ROPE_REF_TEST_PIDFILE)."""
+    import os
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    with open(os.environ["ROPE_REF_TEST_PIDFILE"], "a") as out:
+        out.write(f"{pid}\n")
+    return _rope(x, positions)

@@ -103,3 +103,26 @@ def test_a_target_closing_stdout_is_checked_as_usual(capsys):
     status, out, _ = _check(capsys, f"{TARGETS}:closes_stdout")
     assert status == 0, out
     assert "OK: conformant" in out
+
+
+def test_processes_the_target_leaves_behind_neither_block_nor_survive(
+    capsys, tmp_path, monkeypatch
+):
+    pidfile = tmp_path / "pids"
+    monkeypatch.setenv("ROPE_REF_TEST_PIDFILE", str(pidfile))
+    status, out, seconds = _check(capsys, f"{TARGETS}:leaves_a_sleeper")
+    assert status == 0, out
+    assert seconds < 30  # the sleepers hold the channel open for 60 s
+    time.sleep(0.5)
+    for pid in map(int, pidfile.read_text().split()):
+        assert _state(pid) in ("gone", "Z", "X")  # killed (a zombie until init reaps it)
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat")
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("no /proc here")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"

@@ -11,6 +11,7 @@ process (``os._exit(0)``, ``sys.exit`` from a thread, a crash) gets "the process
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import pickle
@@ -89,20 +90,32 @@ def _send_job(child: subprocess.Popen[bytes], job: Job) -> None:
         pass
 
 
+_FINAL = ("usage", "import_failed", "crash", "report")
+
+
 def _watch(
     fd: int, child: subprocess.Popen[bytes], limit: float
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Read events until the channel closes; kill the child if the target outlives `limit`."""
+    """Read the child's events until its verdict, the channel's end or its exit.
+
+    The child is killed when an import or a call of the target outlives `limit`.
+    """
     events: list[dict[str, Any]] = []
     buffer = b""
     busy_since: float | None = time.monotonic()  # importing counts as a call
     while True:
-        wait = 0.5 if busy_since is None else max(busy_since + limit - time.monotonic(), 0.0)
+        now = time.monotonic()
+        if busy_since is not None and now - busy_since >= limit:
+            _kill(child)
+            return events, _busy_with(events)
+        exited = child.poll() is not None
+        wait = 0.0 if exited else 0.2
+        if busy_since is not None:
+            wait = min(wait, max(busy_since + limit - now, 0.0))
         ready, _, _ = select.select([fd], [], [], wait)
         if not ready:
-            if busy_since is not None and time.monotonic() - busy_since >= limit:
-                _kill(child)
-                return events, _busy_with(events)
+            if exited:  # gone, and nothing left to read (a grandchild may hold the pipe)
+                return events, None
             continue
         chunk = os.read(fd, 65536)
         if not chunk:
@@ -113,6 +126,8 @@ def _watch(
             event = _parse(line)
             events.append(event)
             kind = event.get("event")
+            if kind in _FINAL:
+                return events, None
             if kind in ("call", "import"):
                 busy_since = time.monotonic()
             elif kind in ("return", "imported"):
@@ -145,10 +160,13 @@ def _kill(child: subprocess.Popen[bytes]) -> None:
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
+    """Wait for the child (kill it after 5 s); end what the target left in its group."""
     try:
         child.wait(timeout=5.0)
     except subprocess.TimeoutExpired:
         _kill(child)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
 
 
 def _tail(log: IO[bytes]) -> str:
