@@ -85,7 +85,30 @@ def float32_angles(x, positions):
     angles = (np.asarray(positions).astype(f32)[:, None] * inv).astype(f32).astype(np.float64)
     cos, sin = np.cos(angles), np.sin(angles)
     a, b = x[..., : d // 2], x[..., d // 2 :]
-    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def float16_interleaved(x, positions):
+    """Interleaved RoPE with positions held in float16: NaN past 65504."""
+    return _rope(x, positions, layout="interleaved", position_dtype=np.float16)
+
+
+def computes_in_float32(x, positions):
+    """Correct RoPE computed and returned in float32, whatever the input's dtype."""
+    return _rope(x.astype(np.float32), positions)
+
+
+def float64_result(x, positions):
+    """Correct RoPE returned as float64 for any input (an upcast: not the dtype asked for)."""
+    return _rope(x.astype(np.float64), positions)
+
+
+def hf_half_result(q, k, cos, sin):
+    """transformers' rotation, results returned as float16 (`.half()`)."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    q_out, k_out = apply_rotary_pos_emb(q, k, cos, sin)
+    return q_out.half(), k_out.half()
 
 
 def head_dim_exponent_32(x, positions):
@@ -305,6 +328,59 @@ def exits_zero(x, positions):
     raise SystemExit(0)
 
 
+def os_exit_zero(x, positions):
+    """Ends the process with status 0 in the middle of the call."""
+    import os
+
+    os._exit(0)
+
+
+def swallows_the_timeout(x, positions):
+    """Catches every exception (the timer's too) around a sleep, forever."""
+    import contextlib
+    import time
+
+    while True:
+        with contextlib.suppress(BaseException):
+            time.sleep(0.05)
+
+
+def ignores_the_alarm(x, positions):
+    """Ignores SIGALRM, then sleeps for a long time."""
+    import signal
+    import time
+
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+def late_but_correct(x, positions):
+    """Swallows the timer's exception, then returns a correct result after the limit."""
+    import contextlib
+    import time
+
+    with contextlib.suppress(BaseException):
+        time.sleep(3)
+    time.sleep(0.5)
+    return _rope(x, positions)
+
+
+def raises_keyboard_interrupt(x, positions):
+    raise KeyboardInterrupt
+
+
+def raises_generator_exit(x, positions):
+    raise GeneratorExit
+
+
+def closes_stdout(x, positions):
+    """Closes sys.stdout, then returns a correct result."""
+    import sys
+
+    sys.stdout.close()
+    return _rope(x, positions)
+
+
 def hangs(x, positions):
     import time
 
@@ -323,6 +399,25 @@ def spec_driven(x, positions, *, spec):
     if grid_ndim == 2:  # (batch, seq) ids against (batch, heads, seq, dim)
         positions = positions[:, None]
     return rr.apply_rope(x, spec, positions)
+
+
+def spec_driven_sign_flipped(x, positions, *, spec):
+    """The oracle told the spec, rotating the wrong way."""
+    import rope_ref as rr
+
+    return rr.apply_rope(x, spec, positions, inverse=True)
+
+
+def jax_half(x, positions):
+    """RoPE in JAX, half layout, angles in float32 (JAX's default precision)."""
+    import jax.numpy as jnp
+
+    d = x.shape[-1]
+    inv = 1.0 / 10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
+    angles = positions.astype(jnp.float32)[:, None] * inv
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
 
 
 def fields_driven(x, positions, base, head_dim):
@@ -364,3 +459,65 @@ def torchtune_llama3(x, input_pos, *, spec):
 
     module = _torchtune_module(Llama3ScaledRoPE, spec.rotary_dim, spec.base)
     return module(x, input_pos=input_pos)
+
+
+# --- full-width tables: litgpt and Megatron-core ----------------------------------------------
+
+
+def litgpt_apply_rope(x, cos, sin):
+    """litgpt's apply_rope: full-width cos/sin (T, hs) or (B, T, hs)."""
+    import torch
+
+    head_size = x.size(-1)
+    x1 = x[..., : head_size // 2]
+    x2 = x[..., head_size // 2 :]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    if cos.dim() > 1:
+        cos = cos.unsqueeze(-3)
+        sin = sin.unsqueeze(-3)
+    roped = (x * cos) + (rotated * sin)
+    return roped.to(dtype=x.dtype)
+
+
+def _megatron_rotate_half(x, rotary_interleaved):
+    import torch
+
+    if not rotary_interleaved:
+        x1, x2 = torch.chunk(x, 2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x_new = torch.stack((-x2, x1), dim=-1)
+    return x_new.view(x_new.shape[0], x_new.shape[1], x_new.shape[2], -1)
+
+
+def megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=False):
+    """Megatron-core's _apply_rotary_pos_emb_bshd: angles (seq, 1, 1, rot_dim)."""
+    import torch
+
+    rot_dim = freqs.shape[-1]
+    t, t_pass = t[..., :rot_dim], t[..., rot_dim:]
+    cos_ = torch.cos(freqs).to(t.dtype)
+    sin_ = torch.sin(freqs).to(t.dtype)
+    t = (t * cos_) + (_megatron_rotate_half(t, rotary_interleaved) * sin_)
+    return torch.cat((t, t_pass), dim=-1)
+
+
+def megatron_interleaved_rotation(t, freqs):
+    """Megatron's interleaved rotation applied to a table built for the half layout."""
+    return megatron_apply_rotary_pos_emb(t, freqs, rotary_interleaved=True)
+
+
+def leaves_a_sleeper(x, positions):
+    """Forks a process that keeps the inherited descriptors open, then returns a correct
+    result (its pid goes to the file named by ROPE_REF_TEST_PIDFILE)."""
+    import os
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    with open(os.environ["ROPE_REF_TEST_PIDFILE"], "a") as out:
+        out.write(f"{pid}\n")
+    return _rope(x, positions)

@@ -67,10 +67,10 @@ def test_real_and_correct_code_is_conformant(capsys, target, args, layout):
         pytest.importorskip("torch")
     if "lucidrains" in target:
         pytest.importorskip("rotary_embedding_torch")
-    status, out = _check(capsys, target, *args)
+    status, out = _check(capsys, target, *args, "--layout", layout)
     assert status == 0, out
-    assert f"layout: {layout}, detected" in out
-    assert "OK: conformant on 20 examples" in out
+    assert f"layout: {layout}, as the spec says" in out
+    assert "OK: conformant on 20 examples\n" in out
     assert "measured error: max |error|" in out
 
 
@@ -101,6 +101,9 @@ PLANTED = [
         "attention factor 1.25 was not applied",
     ),
     ("correct_interleaved", ["--layout", "half"], "layout", "pairs features (2j, 2j + 1)"),
+    ("correct_interleaved", [], "layout", "but the spec's layout 'half' pairs (j, j + n/2)"),
+    ("computes_in_float32", ["--dtype", "float64"], "dtype", "result is float32 where float64"),
+    ("float64_result", [], "dtype", "the result is float64 where float32 was asked for"),
 ]
 
 
@@ -116,20 +119,27 @@ def test_planted_bugs_are_diagnosed(capsys, target, args, cause, snippet):
 
 
 @pytest.mark.parametrize(
-    ("target", "convention", "cause"),
+    ("target", "convention", "cause", "snippet"),
     [
-        ("hf_rotate_half_wrong_sign", "hf", "direction"),
-        ("hf_first_row_positions", "hf", "positions"),
-        ("hf_bfloat16_tables", "hf", "precision"),
-        ("meta_conjugate", "complex", "direction"),
-        ("flash_sin_negated", "cos_sin", "direction"),
+        ("hf_rotate_half_wrong_sign", "hf", "direction", "inverse rotation"),
+        ("hf_first_row_positions", "hf", "positions", "positions"),
+        ("hf_bfloat16_tables", "hf", "precision", "bfloat16"),
+        ("hf_half_result", "hf", "dtype", "the result is float16 where float32 was asked"),
+        ("meta_conjugate", "complex", "direction", "inverse rotation"),
+        ("meta_conjugate", "complex", "layout", "(2j, 2j + 1) (GPT-J / Meta complex / RoFormer) "
+         "and also rotates the other way; the spec's layout is 'half'"),
+        ("flash_sin_negated", "cos_sin", "direction", "inverse rotation"),
     ],
-)
-def test_bugs_in_table_conventions(capsys, target, convention, cause):
+)  # fmt: skip
+def test_bugs_in_table_conventions(capsys, target, convention, cause, snippet):
     pytest.importorskip("torch")
-    status, out = _check(capsys, f"{TARGETS}:{target}", "--convention", convention)
+    if target.startswith("hf"):
+        pytest.importorskip("transformers")
+    layout = ["--layout", "interleaved"] if target == "meta_conjugate" and cause != "layout" else []
+    status, out = _check(capsys, f"{TARGETS}:{target}", "--convention", convention, *layout)
     assert status == 1, out
     assert f"diagnosis: {cause}\n" in out
+    assert snippet in out
 
 
 def test_minimal_counterexample_is_shrunk(capsys):

@@ -96,8 +96,12 @@ def test_a_hanging_target_times_out(capsys):
         (["--seed", str(2**70)], "--seed must fit in 64 bits"),
         (["--device", "cuda"], "--device is for torch tensors; --array numpy runs on cpu"),
         (["--hf-config", "{not json"], "--hf-config: the JSON string is not valid JSON"),
-        (["--hf-config", "/no/such/config.json"], "must be a JSON string or a config.json"),
-        (["--hf-config", "[1, 2]"], "--hf-config must be a JSON string or a config.json"),
+        (["--hf-config", "/no/such/config.json"], "'/no/such/config.json': file not found."),
+        (["--hf-config", "[1, 2]"], "--hf-config must hold a JSON object; got list."),
+        (["--hf-config", "x" * 5000], "cannot be read as a file (File name too long)"),
+        (["--hf-config", '{"a": ' * 50000], "is nested too deeply to be a config"),
+        (["--hf-config", "[" * 50000], "is nested too deeply to be a config"),
+        (["--hf-config", "no-such-config"], "file not found (give a config.json path or a JSON"),
         (["--hf-config", '{"head_dim": 64}', "--base", "5"], "drop --base"),
         (["--positions", "offset", "--convention", "hf"], "--positions offset cannot be"),
         (["--array", "torch", "--convention", "hf"], "--array is for --convention plain"),
@@ -129,6 +133,21 @@ def test_bad_options_are_usage_errors(capsys, options, snippet):
     assert status == 2, out
     assert out.startswith("rope-ref check: error: ")
     assert snippet in out
+
+
+def test_unreadable_config_files_are_usage_errors(capsys, tmp_path):
+    latin = tmp_path / "config.json"
+    latin.write_bytes(b'{"model_type": "caf\xe9"}')
+    argv = [f"{TARGETS}:correct_half", "--convention", "plain"]
+    status, out = _check(capsys, *argv, "--hf-config", str(latin))
+    assert status == 2, out
+    assert out == (
+        f"rope-ref check: error: --hf-config {str(latin)!r}: is not UTF-8 text (byte 19); a "
+        "config.json is UTF-8 JSON.\n"
+    )
+    status, out = _check(capsys, *argv, "--hf-config", str(tmp_path))
+    assert status == 2, out
+    assert "is a directory, not a config.json file." in out
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_jax_qk_default_positions_do_not_wrap_without_float64():
             positions = [float(offset) + i for i in range(5)]  # exact: all below 2**53
             rr.testing.assert_rope_close(
                 np.asarray(k_rot), np.asarray(k, dtype=np.float32), rr.RopeSpec(8),
-                positions=np.asarray(positions),
+                positions=np.asarray(positions), angle_dtype="float64",
             )  # fmt: skip
 
 

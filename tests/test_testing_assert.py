@@ -143,3 +143,16 @@ def test_a_report_names_its_worst_element_and_model():
     assert "error model (float32)" in report.model
     assert "NOT conformant" in report.summary()
     assert "likely cause:" in str(report)
+
+
+def test_the_report_module_does_not_import_the_assert_module():
+    import ast
+    from pathlib import Path
+
+    import rope_ref.testing._report as report
+
+    tree = ast.parse(Path(report.__file__).read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "rope_ref.testing._assert" not in imported  # _assert imports _report: no circle

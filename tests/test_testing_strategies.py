@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import find, given
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -100,7 +100,11 @@ def test_positions_hit_every_edge():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: rope_specs(head_dims=[64]), "`head_dims` must be a Hypothesis strategy"),
+        (lambda: rope_specs(head_dims=64), "`head_dims` must be a Hypothesis strategy"),
+        (lambda: rope_specs(layouts="half"), "`layouts` must be a Hypothesis strategy"),
+        (lambda: rope_specs(layouts=["halves"]), "`layouts` must hold only .*got 'halves'"),
+        (lambda: rope_specs(min_rotary_dim=3), "`min_rotary_dim` must be even; got 3."),
+        (lambda: rope_specs(min_rotary_dim=0), "`min_rotary_dim` must be an integer >= 2"),
         (lambda: rope_specs(partial="yes"), "`partial` must be True or False"),
         (lambda: positions(3, min_value=5, max_value=1), "`max_value` must be at least"),
         (lambda: rope_cases(max_seq=0), "`max_seq` must be an integer >= 1"),
@@ -248,3 +252,12 @@ def test_sections_of_both_orders_are_drawn(order):
 def test_new_arguments_are_checked(call, message):
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         call()
+
+
+@settings(max_examples=30)
+@given(rope_specs(head_dims=[8, 24], layouts=["interleaved"], bases=[500000.0], min_rotary_dim=8))
+def test_spec_choices_as_lists_and_a_minimum_rotary_dim(spec):
+    assert spec.head_dim >= 8
+    assert spec.layout == "interleaved"
+    assert spec.base == 500000.0
+    assert spec.rotary_dim >= 8

@@ -8,19 +8,19 @@ from typing import Any
 __all__ = ["register"]
 
 _CONVENTION_HELP = {
-    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy), "
-    "positions as --positions says (int64 (seq,) by default)",
+    "plain": "fn(x, positions): x (batch, heads, seq, head_dim) of --array (NumPy, torch, "
+    "JAX, MLX), positions as --positions says (int64 (seq,) by default)",
     "hf": "fn(q, k, cos, sin) -> (q, k): torch (batch, heads, seq, head_dim), cos/sin "
     "(batch, seq, rotary_dim) as transformers' apply_rotary_pos_emb takes them",
     "cos_sin": "fn(x, cos, sin): torch x (batch, seq, heads, head_dim), half-width cos/sin "
     "(seq, rotary_dim/2) as flash-attn takes them",
     "complex": "fn(x, freqs_cis) or fn(xq, xk, freqs_cis): torch x (batch, seq, heads, "
     "head_dim), complex freqs_cis (seq, rotary_dim/2) as Meta LLaMA",
+    "full": "fn(x, cos, sin): torch x (batch, heads, seq, head_dim), full-width cos/sin "
+    "(batch, seq, rotary_dim) as litgpt takes them",
+    "freqs": "fn(x, freqs): torch x (seq, batch, heads, head_dim), full-width angles "
+    "(seq, 1, 1, rotary_dim) in float32 as Megatron-core takes them",
 }
-
-
-class _ImportFailedError(Exception):
-    pass
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -57,16 +57,28 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="factor the results must carry on cos/sin, as YaRN's mscale (1)",
     )
-    spec.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
+    spec.add_argument(
+        "--layout",
+        choices=("half", "interleaved", "auto"),
+        default=None,
+        help="pairing of the spec: half (j, j + n/2) or interleaved (2j, 2j + 1); default: "
+        "the spec's (half, or what --hf-config says). auto is an explicit opt-in that adopts "
+        "whichever layout the function matches and says so in the verdict: it cannot catch "
+        "a layout bug",
+    )
     call = parser.add_argument_group("calling the target")
     call.add_argument(
-        "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"
+        "--array",
+        choices=("numpy", "torch", "jax", "mlx"),
+        default="numpy",
+        help="plain: array kind (numpy)",
     )
     call.add_argument(
         "--axes",
-        choices=("bhsd", "bshd"),
+        choices=("bhsd", "bshd", "sbhd"),
         default=None,
-        help="axis order of x: (batch, heads, seq, dim) or (batch, seq, heads, dim)",
+        help="axis order of x: (batch, heads, seq, dim), (batch, seq, heads, dim) or "
+        "(seq, batch, heads, dim)",
     )
     call.add_argument(
         "--positions",
@@ -98,6 +110,20 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="precision the angles must have; float64 is the strict mode that fails "
         "float32-grade angles (default: float32 below float64 results)",
     )
+    run.add_argument(
+        "--result-dtype",
+        choices=("float32", "float64", "float16", "bfloat16"),
+        default=None,
+        help="allow results in this dtype and judge them at its precision (default: the "
+        "results must be in --dtype; any other dtype fails)",
+    )
+    run.add_argument(
+        "--position-dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="the target builds its own position grid in this dtype (a float32 linspace): "
+        "allow the rounding that gives (default: positions exact as given)",
+    )
     run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
     run.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
@@ -106,53 +132,55 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from rope_ref.cli.check_options import OptionError
+    from rope_ref.testing._supervise import run_supervised
 
     try:
-        cfg, fn = _setup(args)
+        cfg = _setup(args)
     except OptionError as err:
         print(f"rope-ref check: error: {err}")
         return 2
-    except _ImportFailedError as failed:
+    outcome = run_supervised(args.target, cfg)  # the target runs in a child process only
+    if outcome.kind == "usage":
+        print(f"rope-ref check: error: {outcome.message}")
+        return 2
+    if outcome.report is None:
         print(f"rope-ref check {args.target}")
-        print(f"FAIL: importing the target raised {failed}")
+        failure = "importing the target raised " if outcome.kind == "import_failed" else ""
+        print(f"FAIL: {failure}{outcome.message}")
         return 1
-    from rope_ref.testing._check import check
-
-    report = check(fn, cfg)
-    for line in _report_lines(args, cfg, report):
+    for line in _report_lines(args, cfg, outcome.report):
         print(line)
-    return report.exit_status
+    return outcome.report.exit_status
 
 
-def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+def _setup(args: argparse.Namespace) -> Any:
     from rope_ref.cli.check_options import (
         OptionError,
         calling_from_args,
         check_options,
         spec_from_args,
     )
-    from rope_ref.testing._check import CheckConfig, UsageError, describe_exception, load_target
-    from rope_ref.testing._conventions import TargetError
+    from rope_ref.testing._check import CheckConfig, UsageError
+    from rope_ref.testing._target import parse_target
 
     check_options(args)
     spec = spec_from_args(args)
     calling = calling_from_args(args, spec)
     try:
-        fn = load_target(args.target)
+        parse_target(args.target)
     except UsageError as err:
         raise OptionError(str(err)) from None
-    except TargetError as err:
-        raise _ImportFailedError(describe_exception(err.error)) from None
-    cfg = CheckConfig(
+    return CheckConfig(
         calling=calling,
         spec=spec,
-        layout=args.layout,
+        layout=args.layout or spec.layout,
         max_position=args.max_position,
         examples=args.examples,
         seed=args.seed,
         angle_dtype=args.angle_dtype,
+        position_dtype=args.position_dtype,
+        result_dtype=args.result_dtype,
     )
-    return cfg, fn
 
 
 def _describe_spec(spec: Any) -> str:
@@ -181,21 +209,34 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
         f"{calling.positions}{', in place' if calling.in_place else ''}",
         f"  spec: {_describe_spec(cfg.spec)}",
-        f"  dtype {calling.dtype}, positions 0..{cfg.max_position}, angle precision "
+        f"  dtype {calling.dtype}"
+        + (f" (results allowed in {cfg.result_dtype})" if cfg.result_dtype else "")
+        + f", positions 0..{cfg.max_position}, angle precision "
         f"{cfg.angle_dtype or 'float32 or better'}{strict}",
         f"  layout: {report.layout}, {report.layout_note}",
     ]
+    adopted = report.layout != cfg.spec.layout
+    if adopted:
+        lines.append(
+            f"  NOTE: checked with the layout {report.layout!r} adopted by --layout auto; it "
+            f"differs from the spec's {cfg.spec.layout!r}"
+        )
     precision = (
         f"  angle precision: {report.precision} (max angle error {report.max_angle_error:.2g} rad)"
     )
     if report.status == "conformant":
+        with_layout = f" with the adopted layout {report.layout!r}" if adopted else ""
         lines += [
-            f"OK: conformant on {report.examples} examples",
+            f"OK: conformant on {report.examples} examples{with_layout}",
             f"  measured error: max |error| {report.max_error:.3g}, at most "
             f"{report.max_ratio:.3g} of the tolerance",
             precision,
             f"  error model: {report.model}",
         ]
+        return lines
+    if report.status == "not_checkable":
+        lines += [f"NOT CHECKABLE past position {report.checkable_to}: no verdict there", precision]
+        lines += [f"  {detail}" for detail in report.details]
         return lines
     if report.status == "error":
         lines.append(f"FAIL: {report.error}")
@@ -210,4 +251,7 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         lines.append(f"  diagnosis: {report.diagnosis.cause}")
         lines.append(f"    {report.diagnosis.message}")
     lines += [f"  {detail}" for detail in report.details]
+    if report.reproducer:
+        lines.append("  reproduce it (paste into Python, from the directory you ran this in):")
+        lines += [f"    {line}" for line in report.reproducer]
     return lines

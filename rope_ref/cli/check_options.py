@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,8 +25,22 @@ __all__ = [
     "spec_from_args",
 ]
 
-_DEFAULT_AXES = {"plain": "bhsd", "hf": "bhsd", "cos_sin": "bshd", "complex": "bshd"}
-_DEFAULT_POSITIONS = {"plain": "shared", "hf": "rows", "cos_sin": "shared", "complex": "shared"}
+_DEFAULT_AXES = {
+    "plain": "bhsd",
+    "hf": "bhsd",
+    "cos_sin": "bshd",
+    "complex": "bshd",
+    "full": "bhsd",
+    "freqs": "sbhd",
+}
+_DEFAULT_POSITIONS = {
+    "plain": "shared",
+    "hf": "rows",
+    "cos_sin": "shared",
+    "complex": "shared",
+    "full": "shared",
+    "freqs": "shared",
+}
 #: Limits that keep a check's arrays and positions meaningful (float64 holds integers
 #: exactly up to 2**53; real heads have at most a few hundred features).
 MAX_POSITION, MAX_HEAD_DIM = 2**53, 4096
@@ -94,16 +109,15 @@ def spec_from_hf(text: str) -> Any:
     from rope_ref._core.spec import RopeSpec
 
     source = "the JSON string"
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            fail(f"--hf-config must be a JSON string or a config.json file; got {text!r}.")
-        text, source = path.read_text(encoding="utf-8"), str(path)
+    if not text.lstrip().startswith(("{", "[")):
+        text, source = _read_config(text), _short(text)
     try:
         config = json.loads(text)
     except json.JSONDecodeError as err:
         msg = f"--hf-config: {source} is not valid JSON ({err})."
         raise OptionError(msg) from None
+    except RecursionError:
+        fail(f"--hf-config: {source} is nested too deeply to be a config.")
     if not isinstance(config, dict):
         fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
     try:
@@ -111,6 +125,36 @@ def spec_from_hf(text: str) -> Any:
     except (TypeError, ValueError, KeyError) as err:
         msg = f"--hf-config: {str(err).replace('`', '')}"
         raise OptionError(msg) from None
+    except RecursionError:
+        fail("--hf-config: the config is nested too deeply.")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """`text` quoted, cut to `limit` characters (a long argument stays one line)."""
+    shown = text if len(text) <= limit else text[: limit - 3] + "..."
+    return repr(shown)
+
+
+def _read_config(name: str) -> str:
+    """The text of the config file `name`, or a one-line OptionError saying what is wrong."""
+    where = f"--hf-config {_short(name)}"
+    if not name.strip().endswith(".json") and not name.strip().endswith("/"):
+        hint = " (give a config.json path or a JSON object string)"
+    else:
+        hint = ""
+    try:
+        data = Path(name).read_bytes()
+    except FileNotFoundError:
+        fail(f"{where}: file not found{hint}.")
+    except IsADirectoryError:
+        fail(f"{where}: is a directory, not a config.json file.")
+    except (OSError, ValueError) as err:  # too long a name, no permission, a NUL byte
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        fail(f"{where}: cannot be read as a file ({reason}){hint}.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        fail(f"{where}: is not UTF-8 text (byte {err.start}); a config.json is UTF-8 JSON.")
 
 
 def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
@@ -121,16 +165,23 @@ def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
     array = "torch" if convention in TORCH_CONVENTIONS else args.array
     if convention in TORCH_CONVENTIONS and args.array != "numpy":
         fail(f"--array is for --convention plain; {convention} passes torch tensors.")
-    module = {"numpy": "numpy", "torch": "torch", "mlx": "mlx"}[array]
+    module = array
     if importlib.util.find_spec(module) is None:
         fail(
-            f"{'--convention ' + convention if array == 'torch' else '--array mlx'} passes "
-            f"{module} arrays; {module} is not installed."
+            f"{'--convention ' + convention if array == 'torch' else '--array ' + array} "
+            f"passes {module} arrays; {module} is not installed."
         )
     if array == "numpy" and args.dtype == "bfloat16":
-        fail("--dtype bfloat16 needs torch or MLX arrays (NumPy has no bfloat16).")
+        fail("--dtype bfloat16 needs torch, JAX or MLX arrays (NumPy has no bfloat16).")
+    x64 = os.environ.get("JAX_ENABLE_X64", "").lower() in ("1", "true", "yes")
+    if array == "jax" and args.dtype == "float64" and not x64:
+        fail("--array jax --dtype float64 needs JAX_ENABLE_X64=1 (JAX computes in 32 bits).")
     positions = args.positions or _DEFAULT_POSITIONS[convention]
-    allowed = {"plain": ("shared", "rows", "offset"), "hf": ("shared", "rows")}
+    allowed = {
+        "plain": ("shared", "rows", "offset"),
+        "hf": ("shared", "rows"),
+        "full": ("shared", "rows"),
+    }
     if positions not in allowed.get(convention, ("shared",)):
         fail(f"--positions {positions} cannot be expressed by --convention {convention}.")
     if spec.sections is not None and (convention != "plain" or positions == "offset"):

@@ -23,7 +23,12 @@ from rope_ref.testing._diagnose import CAUSES, Diagnosis
 from rope_ref.testing._diagnose import diagnose as _diagnose
 from rope_ref.testing._oracle import RopeOracle
 from rope_ref.testing._report import PRECISION_CLASSES, RopeReport, rope_report
-from rope_ref.testing._tolerance import ErrorModel, error_model, rope_atol
+from rope_ref.testing._tolerance import (
+    ErrorModel,
+    error_model,
+    max_checkable_position,
+    rope_atol,
+)
 
 __all__ = [
     "CAUSES",
@@ -36,6 +41,7 @@ __all__ = [
     "assert_rope_close",
     "diagnose",
     "error_model",
+    "max_checkable_position",
     "rope_atol",
     "rope_report",
     "tolerance",
@@ -54,6 +60,8 @@ def diagnose(
     seq_len: float | None = None,
     role: Role | None = None,
     angle_dtype: object = None,
+    dtype: object = None,
+    position_dtype: object = None,
 ) -> Diagnosis | None:
     """The most likely cause of a mismatch between `actual` and the oracle, or None.
 
@@ -85,5 +93,5 @@ def diagnose(
         seq_len=seq_len,
         role=role,
     )
-    c = compare(actual, s, angle_dtype=angle_dtype)
+    c = compare(actual, s, angle_dtype=angle_dtype, dtype=dtype, position_dtype=position_dtype)
     return None if c.ok else _diagnose(c)

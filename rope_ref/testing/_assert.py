@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from rope_ref._core.aliases import Role
-from rope_ref._core.frequencies import rope_angles
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, check_actual, compare, setup
+from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
 
@@ -30,6 +30,8 @@ def assert_rope_close(
     seq_len: float | None = None,
     role: Role | None = None,
     angle_dtype: object = None,
+    dtype: object = None,
+    position_dtype: object = None,
 ) -> RopeReport:
     r"""Assert that `actual` is RoPE of `x` within the error model; diagnose it otherwise.
 
@@ -43,7 +45,8 @@ def assert_rope_close(
     ----------
     actual : array
         The result to check, shape of `x`, any array-API namespace (PyTorch bfloat16
-        included); float16/bfloat16 results get the model of their own dtype.
+        included), in the dtype of `x` (or `dtype`): a result in another dtype fails
+        with the cause ``dtype``.
     x : array
         The input the result was computed from.
     spec : RopeSpec
@@ -68,6 +71,14 @@ def assert_rope_close(
         Precision the angles must have. By default float32-grade angles pass for results
         of 32 bits or fewer (what HF and most kernels do); ``"float64"`` is the strict
         mode: float32-grade angles fail with the ``precision`` diagnosis.
+    dtype : dtype or str, optional
+        The precision the result is judged at and must be stored in (default: the dtype
+        of `x`). State it to check, say, a float32 result computed from float64 inputs.
+    position_dtype : dtype or str, optional
+        For an implementation that builds its own position grid in a low precision (a
+        float32 ``linspace`` of pixel coordinates): the grid may be off by up to
+        ``2 * eps * (max |p| + 1)`` at every position, and the tolerance grows by what
+        that turns the fastest pair. Default: positions exact as given.
 
     Returns
     -------
@@ -78,9 +89,11 @@ def assert_rope_close(
     Raises
     ------
     AssertionError
-        When an element is out of tolerance, or the shapes differ. The message names the
-        worst element (its index, position, pair and angle), the error model, and the most
-        likely cause (see `diagnose`).
+        When an element is out of tolerance, the shapes differ, the result is in another
+        dtype than asked for, or a position is past `max_checkable_position` (where the
+        tolerance would pass zeros, the identity or the inverse: "not checkable"). The
+        message names the worst element (its index, position, pair and angle), the error
+        model, and the most likely cause (see `diagnose`).
     TypeError, ValueError
         For inputs `rope_ref.apply_rope` would reject.
 
@@ -121,57 +134,18 @@ def assert_rope_close(
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)
-    c = compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype)
+    c = compare(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=dtype,
+        position_dtype=position_dtype,
+    )
     if not c.ok:
         raise AssertionError(failure_message(c, diagnose(c)))
     return report_of(c)
-
-
-def _axis_names(ndim: int, seq_axis: int) -> list[str]:
-    lead = [i for i in range(ndim - 1) if i != seq_axis]
-    names = ["batch", "head"] if len(lead) == 2 else ["batch"] if len(lead) == 1 else []
-    labels = [f"axis {i}" for i in range(ndim)]
-    for i, name in zip(lead, names or [f"axis {i}" for i in lead], strict=True):
-        labels[i] = name
-    labels[seq_axis] = "seq"
-    labels[-1] = "feature"
-    return labels
-
-
-def describe_worst(c: Comparison) -> str:
-    """The worst element of `c`: where it is, its position, pair and angle, and its error."""
-    s = c.setup
-    spec = s.spec
-    index = c.worst
-    if not index:
-        return "the result is empty"
-    labels = _axis_names(s.x.ndim, s.seq_axis % s.x.ndim)
-    where = ", ".join(f"{label} {i}" for label, i in zip(labels, index, strict=True))
-    feature = index[-1]
-    row = index[:-1]
-    position = s.grid[row]
-    pos_text = ", ".join(f"{v:.10g}" for v in np.atleast_1d(position))
-    if spec.rotary_start <= feature < spec.rotary_stop:
-        k = feature - spec.rotary_start
-        n = spec.n_pairs
-        if spec.layout == "half":
-            pair, partners = k % n, (k % n, k % n + n)
-        else:
-            pair, partners = k // 2, (2 * (k // 2), 2 * (k // 2) + 1)
-        angle = float(np.asarray(rope_angles(spec, s.grid[row], s.seq_len))[..., pair])
-        first, second = (spec.rotary_start + f for f in partners)
-        what = (
-            f"pair {pair} (features {first} and {second}, layout {spec.layout!r}), "
-            f"position {pos_text}, angle {angle:.6g} rad"
-        )
-    else:
-        what = f"a pass-through feature (outside [{spec.rotary_start}, {spec.rotary_stop}))"
-    err, tol = c.error[index], c.tolerance[index]
-    ratio = f"{err / tol:.3g} x the tolerance {tol:.3g}" if tol > 0 else f"tolerance {tol:.3g}"
-    return (
-        f"{where}: {what}; actual {c.actual[index]:.8g}, expected {c.expected[index]:.8g}, "
-        f"|error| {err:.3g} = {ratio}"
-    )
 
 
 def failure_message(c: Comparison, diagnosis: Diagnosis) -> str:
@@ -182,9 +156,15 @@ def failure_message(c: Comparison, diagnosis: Diagnosis) -> str:
         model = "explicit tolerance: |error| <= atol + rtol * |expected|"
     else:
         model = f"error model ({c.setup.dtype}): {c.model.describe()}"
+    if c.dtype_mismatch is not None:
+        headline = "RoPE result is not in the dtype asked for."
+    elif not c.checkable and not np.any(c.failed):
+        headline = "RoPE result cannot be checked here (not checkable): it is not a pass."
+    else:
+        headline = "RoPE result differs from the rope_ref oracle."
     return "\n".join(
         [
-            "RoPE result differs from the rope_ref oracle.",
+            headline,
             f"Mismatched elements: {n_bad} / {total} ({100.0 * n_bad / total:.3g}%)",
             f"Worst element: {describe_worst(c)}",
             f"Tolerance: {model}",

@@ -13,8 +13,13 @@ from typing import Any
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._assert import describe_worst
-from rope_ref.testing._check_cases import CheckConfig, drawn_cases, probe_case, single_case
+from rope_ref.testing._check_cases import (
+    CheckConfig,
+    drawn_cases,
+    probe_case,
+    probe_positions,
+    single_case,
+)
 from rope_ref.testing._compare import Comparison, compare
 from rope_ref.testing._conventions import (
     Case,
@@ -23,9 +28,11 @@ from rope_ref.testing._conventions import (
     TargetTimeoutError,
     run_case,
 )
+from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
 from rope_ref.testing._target import UsageError, describe_exception, load_target
+from rope_ref.testing._tolerance import max_checkable_position
 
 __all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
 
@@ -58,7 +65,7 @@ class Evaluation:
 class Report:
     """The verdict of a check, and what supports it."""
 
-    status: str  # "conformant", "mismatch", "error"
+    status: str  # "conformant", "mismatch", "error", "not_checkable"
     layout: str
     layout_note: str
     examples: int
@@ -72,12 +79,19 @@ class Report:
     diagnosis: Diagnosis | None = None
     error: str | None = None
     details: list[str] = field(default_factory=list)
+    checkable_to: int | None = None  # largest checkable position, when less than asked
+    reproducer: list[str] | None = None  # Python lines that replay the counterexample
 
     @property
     def exit_status(self) -> int:
         """0 when conformant, 1 otherwise."""
         return 0 if self.status == "conformant" else 1
 
+
+#: Largest position of the layout probe: the pairing shows at small positions, and
+#: positions past float16's largest integer-safe range would turn such a target's result to
+#: NaN and hide it.
+LAYOUT_PROBE_MAX = 2048
 
 # -- evaluating --------------------------------------------------------------------------------
 
@@ -103,7 +117,13 @@ def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Cas
             )
             return evaluation
         try:
-            c = compare(out.actual, out.setup, angle_dtype=cfg.model_angle_dtype)
+            c = compare(
+                out.actual,
+                out.setup,
+                angle_dtype=cfg.model_angle_dtype,
+                position_dtype=cfg.position_dtype,
+                dtype=cfg.result_dtype,
+            )
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation
@@ -118,10 +138,11 @@ def _spec_with_layout(spec: RopeSpec, layout: str) -> RopeSpec:
 def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
     """The layout to check against, and a note on how it was chosen."""
     if cfg.layout != "auto":
-        return cfg.layout, "as given"
+        return cfg.layout, "as the spec says" if cfg.layout == cfg.spec.layout else "as given"
     scores: dict[str, float] = {}
+    small = probe_positions(min(cfg.max_position, LAYOUT_PROBE_MAX))  # inside float16's range
     for layout in ("half", "interleaved"):
-        ev = evaluate(fn, cfg, _spec_with_layout(cfg.spec, layout), probe_case(cfg))
+        ev = evaluate(fn, cfg, _spec_with_layout(cfg.spec, layout), probe_case(cfg, small))
         worst = ev.worst()
         if ev.error is not None or ev.output_error is not None or worst is None:
             scores[layout] = np.inf
@@ -131,7 +152,7 @@ def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
     if max(scores.values()) <= 1.0:
         return cfg.spec.layout, "either matches: the target follows the spec it is given"
     if scores[best] <= 1.0:
-        return best, "detected"
+        return best, "detected (--layout auto)"
     if np.isinf(scores[best]):
         return "half", "not detected: the probe call failed, so checked against 'half'"
     return best, "not detected: neither layout matches, so checked against the closer one"
@@ -289,6 +310,24 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
 
 
 def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
+    asked = cfg.max_position
+    judged = cfg.result_dtype or cfg.calling.dtype
+    limit = max_checkable_position(cfg.spec, judged, angle_dtype=cfg.model_angle_dtype or "float32")
+    cfg = dataclasses.replace(cfg, max_position=min(asked, limit))
+    report = _search_and_report(fn, cfg)
+    if asked > limit and report.status == "conformant":
+        report.status = "not_checkable"
+        report.checkable_to = limit
+        report.details.append(
+            f"positions past {limit} are not checkable in {judged}: there the "
+            "error model allows half a pair's norm or more, so zeros, the identity or the "
+            f"inverse rotation would pass. Conformant on positions 0..{limit}; check larger "
+            "positions with a wider --dtype."
+        )
+    return report
+
+
+def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     layout, note = detect_layout(fn, cfg)
     spec = _spec_with_layout(cfg.spec, layout)
     try:

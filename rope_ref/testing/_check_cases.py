@@ -27,6 +27,8 @@ class CheckConfig:
     examples: int
     seed: int = 0
     angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
+    position_dtype: str | None = None  # the target rounds its own positions to this dtype
+    result_dtype: str | None = None  # results allowed in this dtype (default: the input's)
 
     @property
     def convention(self) -> str:
@@ -35,8 +37,12 @@ class CheckConfig:
 
     @property
     def model_angle_dtype(self) -> str | None:
-        """Angle precision of the model: exact tables for the table-driven conventions."""
-        if self.angle_dtype is not None or self.convention not in TORCH_CONVENTIONS:
+        """Angle precision of the model: exact tables for the table-driven conventions.
+
+        The ``freqs`` convention hands over float32 angles, so its model is float32's.
+        """
+        exact_tables = self.convention in TORCH_CONVENTIONS and self.convention != "freqs"
+        if self.angle_dtype is not None or not exact_tables:
             return self.angle_dtype
         return "float64"
 

@@ -23,7 +23,15 @@ from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope
-from rope_ref.testing._tolerance import EPS, ErrorModel, dtype_name, error_model, host64
+from rope_ref.testing._tolerance import (
+    CHECKABLE_SHARE,
+    EPS,
+    ErrorModel,
+    checkable_angle,
+    dtype_name,
+    error_model,
+    host64,
+)
 
 __all__ = ["Comparison", "Setup", "check_actual", "check_tolerances", "compare", "setup"]
 
@@ -91,6 +99,18 @@ class Comparison:
     error: F64
     tolerance: F64
     model: ErrorModel | None
+    #: Why the result's dtype fails (it is not the precision asked for), or None.
+    dtype_mismatch: str | None = None
+    #: Rows (``x.shape[:-1]``) whose tolerance cannot tell a correct result from zeros,
+    #: the identity or the inverse rotation (see `checkable_angle`); None: every row.
+    unchecked: NDArray[np.bool_] | None = None
+    #: Epsilon of the dtype the implementation rounds its positions to (`position_dtype`).
+    position_eps: float | None = None
+
+    @property
+    def checkable(self) -> bool:
+        """Whether every row's tolerance can tell a correct result from a wrong one."""
+        return self.unchecked is None or not bool(np.any(self.unchecked))
 
     @property
     def ratio(self) -> F64:
@@ -106,8 +126,9 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        """Whether every element is within tolerance."""
-        return not bool(np.any(self.failed))
+        """Whether every element is within a meaningful tolerance, in the dtype asked for."""
+        within = not bool(np.any(self.failed))
+        return within and self.dtype_mismatch is None and self.checkable
 
     @property
     def worst(self) -> tuple[int, ...]:
@@ -213,6 +234,30 @@ def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> 
     return np.asarray(tol, dtype=np.float64)
 
 
+def position_shift(s: Setup, position_eps: float) -> float:
+    """Angle error (radians) of the fastest pair when positions are rounded to `position_eps`.
+
+    A grid built in that dtype (an arange, a linspace) is off by up to ``2 * eps *
+    (max |p| + 1)`` at every position (0 included), which turns the fastest pair by that
+    times its frequency.
+    """
+    spec = s.spec
+    if spec.n_pairs == 0 or position_eps == 0.0:
+        return 0.0
+    units = np.eye(len(spec.sections)) if spec.sections is not None else np.ones((1,))
+    fastest = float(np.max(np.abs(np.asarray(rope_angles(spec, units, s.seq_len)))))
+    return 2.0 * position_eps * (float(np.max(np.abs(s.grid), initial=0.0)) + 1.0) * fastest
+
+
+def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
+    """Tolerance added on rotated features for positions rounded to `position_eps`."""
+    spec = s.spec
+    extra = pair_norms(spec, expected) * position_shift(s, position_eps)
+    extra[..., : spec.rotary_start] = 0.0
+    extra[..., spec.rotary_stop :] = 0.0
+    return np.asarray(extra, dtype=np.float64)
+
+
 def compare(
     actual: Any,
     s: Setup,
@@ -220,13 +265,23 @@ def compare(
     rtol: float | None = None,
     atol: float | None = None,
     angle_dtype: object = None,
+    dtype: object = None,
+    position_dtype: object = None,
 ) -> Comparison:
     """Compare `actual` with the oracle of `s`; raise ValueError if the shapes differ.
 
     Every public comparison (`assert_rope_close`, `rope_report`, `diagnose`) comes through
     here, so `actual`, `rtol` and `atol` are checked here, before anything is computed.
+    The result is judged at the precision `dtype` (default: the dtype of `x`); a result
+    in another dtype fails, and a row whose tolerance is vacuous is "not checkable".
+    `position_dtype` widens the model for an implementation that rounds its own position
+    grid to that dtype (see `position_tolerance`).
     """
     rtol, atol = check_tolerances(rtol, atol)
+    precision = s.dtype if dtype is None else _check_dtype(dtype)
+    position_eps = None
+    if position_dtype is not None:
+        position_eps = EPS[_check_dtype(position_dtype, "position_dtype")]
     actual_name = check_actual(actual)
     a64 = host64(actual)
     if a64.shape != s.x.shape:
@@ -236,14 +291,44 @@ def compare(
     error = np.abs(a64 - expected)
     error[np.isnan(a64)] = np.inf
     model: ErrorModel | None
+    unchecked = None
     if rtol is None and atol is None:
-        coarser = max(s.dtype, actual_name, key=lambda n: error_model(n).eps)
-        model = error_model(coarser, angle_dtype=angle_dtype)
-        tol = tolerance(s, expected, model, error_model(actual_name).eps)
+        model = error_model(precision, angle_dtype=angle_dtype)
+        tol = tolerance(s, expected, model, EPS[precision])
+        if position_eps is not None:
+            tol = tol + position_tolerance(s, expected, position_eps)
+        if s.spec.n_pairs:
+            shift = 0.0 if position_eps is None else position_shift(s, position_eps)
+            per_unit = np.asarray(model.atol(s.max_angles(), 1.0)) + shift
+            unchecked = (s.max_angles() > checkable_angle(model)) | (per_unit > CHECKABLE_SHARE)
     else:
         model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
         tol = np.broadcast_to(tol, error.shape).astype(np.float64)
+    mismatch = None
+    if actual_name != precision:
+        mismatch = (
+            f"the result is {actual_name} where {precision} was asked for (the "
+            f"{'dtype stated' if dtype is not None else 'dtype of the input'}); it is judged "
+            f"at {precision} precision. State dtype={actual_name!r} (rope-ref check "
+            f"--result-dtype {actual_name}) if {actual_name} results are what you mean to check."
+        )
     return Comparison(
-        setup=s, actual=a64, expected=expected, error=error, tolerance=tol, model=model
+        setup=s,
+        actual=a64,
+        expected=expected,
+        error=error,
+        tolerance=tol,
+        model=model,
+        dtype_mismatch=mismatch,
+        unchecked=unchecked,
+        position_eps=position_eps,
     )
+
+
+def _check_dtype(dtype: object, name: str = "dtype") -> str:
+    try:
+        return dtype_name(dtype)
+    except ValueError:
+        msg = f"`{name}` must be one of the floating dtypes {sorted(EPS)}; got {dtype!r}."
+        raise ValueError(msg) from None

@@ -14,6 +14,12 @@ cos_sin    ``fn(x, cos, sin)``                  torch x ``(batch, seq, heads, d)
 complex    ``fn(x, freqs_cis)`` or              torch x ``(batch, seq, heads, d)``,
            ``fn(xq, xk, freqs_cis)``            complex ``(seq, rotary_dim / 2)``
                                                 (Meta LLaMA)
+full       ``fn(x, cos, sin)``                  torch x ``(batch, heads, seq, d)``,
+                                                full-width cos/sin ``(batch, seq,
+                                                rotary_dim)`` (litgpt)
+freqs      ``fn(x, freqs)``                     torch x ``(seq, batch, heads, d)``,
+                                                full-width angles ``(seq, 1, 1,
+                                                rotary_dim)`` (Megatron-core)
 =========  ===================================  ======================================
 
 Every input is a fresh array and the oracle reads its own copy before the call, so a
@@ -31,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._core.frequencies import rope_cos_sin
+from rope_ref._core.frequencies import rope_angles, rope_cos_sin
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Setup, setup
 from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
@@ -49,8 +55,8 @@ __all__ = [
     "spec_keywords",
 ]
 
-CONVENTIONS = ("plain", "hf", "cos_sin", "complex")
-TORCH_CONVENTIONS = ("hf", "cos_sin", "complex")
+CONVENTIONS = ("plain", "hf", "cos_sin", "complex", "full", "freqs")
+TORCH_CONVENTIONS = ("hf", "cos_sin", "complex", "full", "freqs")
 #: What the target receives as positions: one row ``(seq,)`` shared by the batch, one row
 #: per batch row ``(batch, seq)``, or a Python int offset (positions offset + arange(seq)).
 POSITION_MODES = ("shared", "rows", "offset")
@@ -64,8 +70,8 @@ class Calling:
 
     convention: str
     dtype: str
-    array: str = "numpy"  # plain only: "numpy", "torch" or "mlx"
-    axes: str = "bhsd"  # or "bshd"
+    array: str = "numpy"  # plain only: "numpy", "torch", "jax" or "mlx"
+    axes: str = "bhsd"  # or "bshd", "sbhd"
     positions: str = "shared"
     in_place: bool = False
     device: str = "cpu"
@@ -74,7 +80,7 @@ class Calling:
     @property
     def seq_axis(self) -> int:
         """Axis of x that indexes tokens."""
-        return -2 if self.axes == "bhsd" else -3
+        return {"bhsd": -2, "bshd": -3, "sbhd": -4}[self.axes]
 
     @property
     def per_row(self) -> bool:
@@ -142,6 +148,10 @@ def _array(values: np.ndarray, calling: Calling, kind: str | None = None) -> Any
         import mlx.core as mx
 
         return mx.array(values.astype(np.float32)).astype(getattr(mx, calling.dtype))
+    if kind == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(values).astype(getattr(jnp, calling.dtype))
     return values.astype(calling.dtype)
 
 
@@ -154,6 +164,10 @@ def _positions_arg(p: np.ndarray, calling: Calling) -> Any:
         import mlx.core as mx
 
         return mx.array(p)
+    if calling.array == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(p)
     return p.copy()
 
 
@@ -167,6 +181,27 @@ def _full_width(table: np.ndarray, layout: str) -> np.ndarray:
     if layout == "half":
         return np.concatenate([table, table], axis=-1)
     return np.repeat(table, 2, axis=-1)
+
+
+def _full_tables(spec: RopeSpec, positions: np.ndarray, calling: Calling) -> tuple[Any, ...]:
+    """The tables of the ``full`` and ``freqs`` conventions.
+
+    ``full``: cos and sin ``(batch, seq, rotary_dim)`` (litgpt); ``freqs``: the angles
+    ``(seq, 1, 1, rotary_dim)`` (Megatron-core; float32, float64 for float64 inputs).
+    """
+    if calling.convention == "full":
+        rows = positions if positions.ndim == 2 else positions[None, :]
+        cos, sin = _tables(spec, rows)
+        return (
+            _array(_full_width(cos, spec.layout), calling),
+            _array(_full_width(sin, spec.layout), calling),
+        )
+    import torch
+
+    angles = np.asarray(rope_angles(spec, positions.astype(np.float64)), dtype=np.float64)
+    full = _full_width(angles, spec.layout)[:, None, None, :]
+    dtype = torch.float64 if calling.dtype == "float64" else torch.float32
+    return (torch.from_numpy(full).to(device=calling.device, dtype=dtype),)
 
 
 def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
@@ -208,7 +243,7 @@ def _call(fn: Callable[..., Any], calling: Calling, spec: RopeSpec, *args: Any) 
         return call_with_timeout(fn, args, _keywords(fn, spec), calling.timeout)
     except TargetTimeoutError:
         raise
-    except (Exception, SystemExit) as err:  # any bug or exit in the checked code is reported
+    except BaseException as err:  # any bug, exit or interrupt in the checked code is reported
         raise TargetError(err) from err
 
 
@@ -234,7 +269,9 @@ def _pair(result: Any, labels: tuple[str, str]) -> tuple[Any, Any]:
 
 def _x_shape(case: Case, heads: int, d: int, calling: Calling) -> tuple[int, ...]:
     b, s = case.batch, case.seq
-    return (b, heads, s, d) if calling.axes == "bhsd" else (b, s, heads, d)
+    return {"bhsd": (b, heads, s, d), "bshd": (b, s, heads, d), "sbhd": (s, b, heads, d)}[
+        calling.axes
+    ]
 
 
 def oracle_grid(case: Case, calling: Calling, spec: RopeSpec) -> np.ndarray:
@@ -279,6 +316,9 @@ def run_case(fn: Callable[..., Any], calling: Calling, case: Case, spec: RopeSpe
         return [Output("q", setups[0], q_out), Output("k", setups[1], k_out)]
     x = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
     x_setup = setup(x, spec, grid, seq_axis=axis)
+    if calling.convention in ("full", "freqs"):
+        y = _call(fn, calling, spec, x, *_full_tables(spec, case.positions, calling))
+        return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]
     cos, sin = _tables(spec, case.positions)
     if calling.convention == "cos_sin":
         cos_t, sin_t = (_array(t, calling) for t in (cos, sin))

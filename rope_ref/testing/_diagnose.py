@@ -13,10 +13,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rope_ref._core.aliases import Layout
+from rope_ref._core.aliases import Layout, Role
 from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref.testing._compare import Comparison
-from rope_ref.testing._diagnose_numeric import angle_precision, frequencies, rounded_inputs
+from rope_ref.testing._diagnose_numeric import (
+    angle_precision,
+    frequencies,
+    position_precision,
+    rounded_inputs,
+)
+from rope_ref.testing._diagnose_tables import table_layout, yarn_ramp
 from rope_ref.testing._diagnose_variants import partly_right_pairs, ranges, scaling, sections
 from rope_ref.testing._explain import (
     CAUSES,
@@ -30,23 +36,31 @@ from rope_ref.testing._explain import (
     row_p,
     wrap,
 )
+from rope_ref.testing._tolerance import EPS, max_checkable_position
 
 __all__ = ["CAUSES", "Diagnosis", "diagnose"]
 
 
 def diagnose(c: Comparison) -> Diagnosis:
     """Return the first explanation of the mismatch in `c` (``"unknown"`` if none fits)."""
+    if c.dtype_mismatch is not None:
+        return Diagnosis("dtype", c.dtype_mismatch)
+    if not np.any(c.failed) and not c.checkable:
+        return _not_checkable(c)
     checks: tuple[Callable[[Comparison], Diagnosis | None], ...] = (
         _non_finite,
         _zeros,
         _direction_or_layout,
+        table_layout,
         _offset,
         _positions_pattern,
         sections,
         _identity_beyond,
         _rotary_range,
         _scale,
+        yarn_ramp,
         scaling,
+        position_precision,
         rounded_inputs,
         frequencies,
         angle_precision,
@@ -65,6 +79,32 @@ def diagnose(c: Comparison) -> Diagnosis:
 
 
 # -- the checks --------------------------------------------------------------------------------
+
+
+def _not_checkable(c: Comparison) -> Diagnosis:
+    s = c.setup
+    assert c.unchecked is not None
+    assert c.model is not None
+    first = float(np.min(np.abs(s.row_positions[c.unchecked])))
+    names = {eps: name for name, eps in EPS.items()}
+    dtype, angle = names[c.model.eps], names[c.model.angle_eps]
+    limit = max_checkable_position(s.spec, dtype, angle_dtype=angle, seq_len=s.seq_len)
+    if c.position_eps is not None and first <= limit:
+        return Diagnosis(
+            "not_checkable",
+            f"not checkable here: with positions rounded to {names[c.position_eps]} "
+            f"(position_dtype) the error model allows |error| of half a pair's norm or "
+            f"more at positions up to {float(np.max(np.abs(s.row_positions))):.10g}: "
+            "zeros, the identity or the inverse rotation would pass. Check smaller "
+            "positions, or build the grid in a wider dtype.",
+        )
+    return Diagnosis(
+        "not_checkable",
+        f"not checkable here: from position {first:.10g} the {dtype} error model allows "
+        "|error| of half a pair's norm or more, so zeros, the identity or the inverse "
+        f"rotation would pass as well as a correct result. In {dtype} this spec is "
+        f"checkable up to position {limit}; check larger positions in a wider dtype.",
+    )
 
 
 def _non_finite(c: Comparison) -> Diagnosis | None:
@@ -99,6 +139,9 @@ def _direction_or_layout(c: Comparison) -> Diagnosis | None:
         "half": "(j, j + n/2) (GPT-NeoX / HF rotate_half)",
         "interleaved": "(2j, 2j + 1) (GPT-J / Meta complex / RoFormer)",
     }
+    swapped_role = _xpos_role_swapped(c)
+    if swapped_role is not None:
+        return swapped_role
     if explains(c, s.oracle(inverse=not s.inverse)):
         return Diagnosis(
             "direction",
@@ -119,6 +162,24 @@ def _direction_or_layout(c: Comparison) -> Diagnosis | None:
             f"the spec's layout is {spec.layout!r}.",
         )
     return None
+
+
+def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
+    """An xPos query scaled like a key, or a key like a query."""
+    s = c.setup
+    if s.spec.xpos is None or s.role is None:
+        return None
+    other: Role = "query" if s.role == "key" else "key"
+    if not explains(c, dataclasses.replace(s, role=other).oracle()):
+        return None
+    sign = {"query": "+", "key": "-"}
+    return Diagnosis(
+        "xpos_role",
+        f"the {s.role} was scaled like a {other}: xPos scales queries by "
+        "zeta^(+p / scale_base) and keys by zeta^(-p / scale_base); this result carries "
+        f"zeta^({sign[other]}p / scale_base). Pass the {s.role}'s role (or the inverse "
+        "scale) to the function that scales it.",
+    )
 
 
 def _offset_estimate(c: Comparison) -> int | None:
@@ -167,7 +228,7 @@ def _positions_pattern(c: Comparison) -> Diagnosis | None:
     shape = [1] * (s.x.ndim - 1)
     shape[axis] = length
     arange = np.broadcast_to(np.arange(length, dtype=np.float64).reshape(shape), s.grid.shape)
-    if not np.array_equal(arange, s.grid) and explains(c, s.oracle(grid=arange)):
+    if not np.array_equal(arange, s.grid) and explains(c, s.oracle(grid=arange), grid=arange):
         return Diagnosis(
             "positions",
             "the result matches positions 0, 1, 2, ... along the sequence axis: the given "
@@ -176,7 +237,7 @@ def _positions_pattern(c: Comparison) -> Diagnosis | None:
         )
     if s.grid.ndim >= 2 and s.grid.shape[0] > 1:
         first = np.broadcast_to(s.grid[:1], s.grid.shape)
-        if not np.array_equal(first, s.grid) and explains(c, s.oracle(grid=first)):
+        if not np.array_equal(first, s.grid) and explains(c, s.oracle(grid=first), grid=first):
             return Diagnosis(
                 "positions",
                 "every batch row was rotated with the positions of row 0: per-row positions "

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from rope_ref._core.compat import host_namespace
-from rope_ref._core.frequencies import attention_factor, inv_freq
+from rope_ref._core.frequencies import attention_factor, inv_freq, rope_angles
 from rope_ref._core.reference import rotate
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
+from rope_ref.testing._compare import F64, Comparison, Setup, position_tolerance, tolerance
 from rope_ref.testing._explain import (
     COMMON_BASES,
     Diagnosis,
@@ -24,7 +24,7 @@ from rope_ref.testing._explain import (
 )
 from rope_ref.testing._tolerance import EPS, ErrorModel
 
-__all__ = ["angle_precision", "frequencies", "rounded_inputs"]
+__all__ = ["angle_precision", "frequencies", "position_precision", "rounded_inputs"]
 
 
 def round_to(values: F64, name: str) -> F64:
@@ -51,6 +51,26 @@ def oracle_from_angles(s: Setup, angles: F64) -> F64:
             xp=host_namespace(),
         )
     )
+
+
+def position_precision(c: Comparison) -> Diagnosis | None:
+    """Non-integer positions that the implementation rounded itself (a float32 grid)."""
+    s = c.setup
+    if c.model is None or np.all(s.grid == np.round(s.grid)):
+        return None  # integer positions below 2**24 are exact in float32: nothing to round
+    for name in ("float32", "bfloat16", "float16"):
+        extra = position_tolerance(s, c.expected, EPS[name])
+        if explains(c, c.expected, tol=c.tolerance + extra, slack=1.0):
+            top = float(np.max(np.abs(s.grid)))
+            return Diagnosis(
+                "position_precision",
+                f"the errors fit positions rounded to {name} by the implementation (up to "
+                f"about {2 * EPS[name] * (top + 1):.2g} off at every position, 0 included: "
+                f"a {name} arange or linspace grid). If your implementation builds its own "
+                f"grid in {name}, state position_dtype={name!r} (rope-ref check "
+                f"--position-dtype {name}); else build the grid in float64.",
+            )
+    return None
 
 
 def rounded_inputs(c: Comparison) -> Diagnosis | None:
@@ -94,22 +114,34 @@ def rounded_inputs(c: Comparison) -> Diagnosis | None:
     return None
 
 
+def pair_positions(s: Setup) -> F64:
+    """The position each pair turns with, shape ``x.shape[:-1] + (n_pairs,)``.
+
+    1-D specs: the row's position for every pair; multi-axis specs: the position of the
+    axis each pair belongs to (read off the angles at unit positions).
+    """
+    n = s.spec.n_pairs
+    if s.spec.sections is None:
+        return np.broadcast_to(s.grid[..., None], (*s.grid.shape, n))
+    n_axes = len(s.spec.sections)
+    units = np.eye(n_axes)
+    axis_of_pair = np.argmax(np.abs(np.asarray(rope_angles(s.spec, units, s.seq_len))), axis=0)
+    return np.asarray(s.grid[..., axis_of_pair], dtype=np.float64)
+
+
 def measured_freqs(c: Comparison) -> F64 | None:
     """Inverse frequencies read off the result, from rows at two or more positions."""
     s = c.setup
-    if s.spec.sections is not None:
-        return None
-    p = s.row_positions
-    if np.unique(np.abs(p[p != 0])).size < 1:
+    p = pair_positions(s)
+    if not np.any(p != 0):
         return None
     got, norm = pair_angles(s, c.actual)
     want, _ = pair_angles(s, c.expected)
     sign = -1.0 if s.inverse else 1.0
     unwrapped = want + wrap(got - want)
     with np.errstate(divide="ignore", invalid="ignore"):
-        theta = sign * unwrapped / p[..., None]
-    usable = (p != 0)[..., None] & (norm > 0)
-    usable = np.broadcast_to(usable, theta.shape)
+        theta = sign * unwrapped / p
+    usable = (p != 0) & (norm > 0)
     flat_theta = theta.reshape(-1, theta.shape[-1])
     flat_ok = usable.reshape(-1, theta.shape[-1])
     out = np.empty(theta.shape[-1])
@@ -139,6 +171,15 @@ def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
         f"theta_j = base^(-j/{d}) instead of base^(-2j/{d}): the exponent steps by 1/d, "
         "not 2/d (arange(0, d) used where arange(0, d, 2) belongs).",
     )
+    doubled = (
+        base ** (-4.0 * j / d),
+        f"theta_j = base^(-2j/{n}) instead of base^(-2j/{d}): the exponent is divided by "
+        f"the pair count {n}, not the rotary dim {d} (arange(0, d, 2) / (d // 2)), which "
+        f"doubles it; the same as base {base:.6g}^2 = {base * base:.6g}, but the fix is the "
+        "exponent's divisor, not rope_theta.",
+    )
+    if base * base not in COMMON_BASES:  # else a default base is the likelier mistake
+        yield doubled
     measured = measured_freqs(c)
     fitted: list[float] = []
     if measured is not None and n > 1 and np.all(measured[1:] > 0):
@@ -156,6 +197,8 @@ def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
                 f"the frequencies follow base {candidate:.6g} instead of the spec's base "
                 f"{base:.6g} (rope_theta / base not passed through).",
             )
+    if base * base in COMMON_BASES:
+        yield doubled
     p = np.abs(c.setup.row_positions)
     if measured is not None and np.all(measured >= 0) and np.unique(p[p != 0]).size >= 2:
         expected = inv_freq(spec, c.setup.seq_len)

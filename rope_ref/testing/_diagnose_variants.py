@@ -229,7 +229,11 @@ def sections(c: Comparison) -> Diagnosis | None:
 
 
 def partly_right_pairs(c: Comparison) -> Diagnosis | None:
-    """1-D positions were given, but only some pairs match (checked after the frequencies)."""
+    """1-D positions were given, but only some pairs match (checked after the frequencies).
+
+    The spec has no sections and the positions are 1-D, so no multi-axis cause is named:
+    the message says which pairs match and which do not.
+    """
     spec = c.setup.spec
     if spec.n_pairs < 2 or spec.sections is not None:
         return None
@@ -245,11 +249,12 @@ def partly_right_pairs(c: Comparison) -> Diagnosis | None:
     good = np.flatnonzero(~bad).tolist()
     wrong = np.flatnonzero(bad).tolist()
     return Diagnosis(
-        "sections",
+        "unknown",
         f"pairs {ranges(good)} match the given positions and pairs {ranges(wrong)} do not, "
-        "and no frequency or scaling rule explains it: the pairs were rotated with other "
-        "positions, as multi-axis RoPE (M-RoPE) does for vision tokens; if so, give the "
-        "spec its sections and the (t, h, w) positions.",
+        "and no frequency, scaling or position rule explains it: the failing pairs turn by "
+        "other angles (their frequencies, or the positions they were given, differ). If the "
+        "implementation is multi-axis RoPE (M-RoPE), give the spec its sections and the "
+        "(t, h, w) positions.",
     )
 
 

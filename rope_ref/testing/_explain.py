@@ -30,6 +30,8 @@ __all__ = [
 
 #: Every cause `diagnose` can name, with what it means.
 CAUSES: dict[str, str] = {
+    "dtype": "the result is in another dtype than the one asked for (a downcast or upcast)",
+    "not_checkable": "positions past what the dtype's error model can check (not a pass)",
     "non-finite": "NaN or infinity in the result",
     "zeros": "the result is zero where it must not be (input overwritten or output unwritten)",
     "direction": "rotation direction/sign (sin negated: the inverse rotation)",
@@ -43,6 +45,9 @@ CAUSES: dict[str, str] = {
     "scaling": "wrong or missing scaling rule (family, factor or original context length)",
     "sections": "multi-axis (M-RoPE) mistake: sections, section order, axis order, 1-D",
     "frequencies": "wrong frequencies (base, exponent or rotary_dim in the exponent)",
+    "xpos_role": "an xPos query scaled like a key, or a key like a query",
+    "table_layout": "a cos/sin table built for one layout applied with the other rotation",
+    "position_precision": "positions rounded by the implementation (a float32 grid)",
     "position_range": "wrong beyond a position range (table wrap-around or clamping)",
     "unknown": "no single known cause explains the mismatch",
 }

@@ -18,6 +18,7 @@ import numpy as np
 from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, compare, setup, tolerance
+from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._explain import pair_angles, wrap
 from rope_ref.testing._tolerance import EPS, ErrorModel
@@ -67,6 +68,8 @@ class RopeReport:
     def summary(self) -> str:
         """One line: verdict, error, share of the tolerance, precision class."""
         verdict = "conformant" if self.ok else "NOT conformant"
+        if self.diagnosis is not None and self.diagnosis.cause == "not_checkable":
+            verdict = "not checkable here"
         return (
             f"{verdict}: max |error| {self.max_error:.3g} = {self.max_ratio:.3g} of the "
             f"tolerance; angles {self.precision} (max angle error {self.max_angle_error:.2g} "
@@ -114,8 +117,6 @@ def _model_text(c: Comparison) -> str:
 
 def report_of(c: Comparison) -> RopeReport:
     """The report of a comparison (diagnosed when it fails)."""
-    from rope_ref.testing._assert import describe_worst
-
     ratio = c.ratio
     return RopeReport(
         ok=c.ok,
@@ -144,6 +145,8 @@ def rope_report(
     seq_len: float | None = None,
     role: Role | None = None,
     angle_dtype: object = None,
+    dtype: object = None,
+    position_dtype: object = None,
 ) -> RopeReport:
     """Compare a RoPE result with the oracle and report how close it is.
 
@@ -187,4 +190,13 @@ def rope_report(
         seq_len=seq_len,
         role=role,
     )
-    return report_of(compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype))
+    c = compare(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=dtype,
+        position_dtype=position_dtype,
+    )
+    return report_of(c)

@@ -6,6 +6,7 @@ installed first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,22 @@ def check_bool(name: str, value: object) -> None:
         raise InvalidArgument(msg)
 
 
+def as_strategy(name: str, value: object, allowed: tuple[Any, ...] | None = None) -> Any:
+    """`value` as a strategy: a strategy, None, or a non-empty sequence to sample from."""
+    if value is None or isinstance(value, st.SearchStrategy):
+        return value
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        msg = (
+            f"`{name}` must be a Hypothesis strategy, a non-empty sequence or None; got {value!r}."
+        )
+        raise InvalidArgument(msg)
+    for item in value:
+        if allowed is not None and item not in allowed:
+            msg = f"`{name}` must hold only {list(allowed)}; got {item!r}."
+            raise InvalidArgument(msg)
+    return st.sampled_from(list(value))
+
+
 def check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         msg = f"`{name}` must be an integer >= {minimum}; got {value!r}."
@@ -40,23 +57,25 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
 def rope_specs(
     *,
-    head_dims: st.SearchStrategy[int] | None = None,
-    layouts: st.SearchStrategy[str] | None = None,
-    bases: st.SearchStrategy[float] | None = None,
+    head_dims: st.SearchStrategy[int] | Sequence[int] | None = None,
+    layouts: st.SearchStrategy[str] | Sequence[str] | None = None,
+    bases: st.SearchStrategy[float] | Sequence[float] | None = None,
     partial: bool = True,
     nonzero_start: bool = True,
     scalings: st.SearchStrategy[Any] | None = None,
     sections: bool = False,
+    min_rotary_dim: int = 2,
 ) -> st.SearchStrategy[RopeSpec]:
     """Valid `rope_ref.RopeSpec` values.
 
     Parameters
     ----------
-    head_dims : strategy of int, optional
-        Default: common sizes (2 to 128, 64, 128) and any size from 2 to 128.
-    layouts : strategy of str, optional
+    head_dims : strategy or sequence of int, optional
+        Default: common sizes (2 to 128, 64, 128) and any size from 2 to 128. A sequence
+        is sampled from (as for `rope_cases`' ``dtypes``).
+    layouts : strategy or sequence of str, optional
         Default: ``"half"`` and ``"interleaved"``.
-    bases : strategy of float, optional
+    bases : strategy or sequence of float, optional
         Default: 10000, 500000, 1e6 and any base from 1.5 to 1e7.
     partial : bool, default True
         Also draw ``rotary_dim < head_dim`` and ``rotary_start > 0`` (odd pair counts
@@ -70,6 +89,9 @@ def rope_specs(
     sections : bool, default False
         Draw multi-axis (M-RoPE) specs: 2 to 4 sections of the pairs, chunked or
         interleaved (positions then carry a trailing axis).
+    min_rotary_dim : int, default 2
+        Smallest rotary dim drawn (an even integer >= 2): head dims grow to hold it, for
+        kernels with a minimum width.
 
     Examples
     --------
@@ -79,28 +101,35 @@ def rope_specs(
     ... def test_full(spec):
     ...     assert spec.rotary_dim == spec.head_dim
     >>> test_full()
+    >>> @given(rope_specs(layouts=["interleaved"], min_rotary_dim=16))
+    ... def test_wide(spec):
+    ...     assert spec.layout == "interleaved" and spec.rotary_dim >= 16
+    >>> test_wide()
     """
-    for name, value in (
-        ("head_dims", head_dims),
-        ("layouts", layouts),
-        ("bases", bases),
-        ("scalings", scalings),
-    ):
-        check_strategy(name, value)
+    head_dim_strategy = as_strategy("head_dims", head_dims)
+    layout_strategy = as_strategy("layouts", layouts, LAYOUTS)
+    base_strategy = as_strategy("bases", bases)
+    check_strategy("scalings", scalings)
+    min_rotary = check_int("min_rotary_dim", min_rotary_dim, 2)
+    if min_rotary % 2:
+        msg = f"`min_rotary_dim` must be even; got {min_rotary_dim!r}."
+        raise InvalidArgument(msg)
     for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
         check_bool(name, flag)
     check_bool("sections", sections)
-    if head_dims is None:
-        head_dims = st.one_of(st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128))
-    if layouts is None:
-        layouts = st.sampled_from(LAYOUTS)
-    if bases is None:
-        bases = st.one_of(
+    if head_dim_strategy is None:
+        head_dim_strategy = st.one_of(
+            st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128)
+        )
+    if layout_strategy is None:
+        layout_strategy = st.sampled_from(LAYOUTS)
+    if base_strategy is None:
+        base_strategy = st.one_of(
             st.sampled_from([10000.0, 500000.0, 1e6]),
             st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
         )
-    options = _SpecOptions(partial, nonzero_start, scalings, sections)
-    return _specs(head_dims, layouts, bases, options)
+    options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2)
+    return _specs(head_dim_strategy, layout_strategy, base_strategy, options)
 
 
 @dataclass(frozen=True)
@@ -109,6 +138,7 @@ class _SpecOptions:
     nonzero_start: bool
     scalings: st.SearchStrategy[Any] | None
     sections: bool
+    min_pairs: int = 1
 
 
 @st.composite
@@ -123,7 +153,7 @@ def _specs(
     if head_dim < 2:
         msg = f"`head_dims` must draw integers >= 2; got {head_dim!r}."
         raise InvalidArgument(msg)
-    min_pairs = 2 if options.sections else 1  # two axes need two pairs at least
+    min_pairs = max(2 if options.sections else 1, options.min_pairs)  # two axes: two pairs
     head_dim = max(head_dim, 2 * min_pairs)
     if options.partial:
         starts = [0, 0, 1, 2] if options.nonzero_start else [0]

@@ -13,7 +13,7 @@ from typing import Any
 
 from rope_ref.testing._conventions import TargetError
 
-__all__ = ["UsageError", "describe_exception", "load_target"]
+__all__ = ["UsageError", "describe_exception", "load_target", "parse_target"]
 
 
 class UsageError(Exception):
@@ -26,10 +26,7 @@ def load_target(target: str) -> Callable[..., Any]:
     Raises `UsageError` when the name is malformed or names nothing importable, and
     `TargetError` when importing the module raises.
     """
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        msg = f"TARGET must look like MODULE:FUNCTION (e.g. mypkg.rope:apply); got {target!r}."
-        raise UsageError(msg)
+    module_name, attr = parse_target(target)
     module = _import(module_name)
     obj: Any = module
     for part in attr.split("."):
@@ -42,6 +39,15 @@ def load_target(target: str) -> Callable[..., Any]:
         msg = f"{target!r} must name a callable; got {type(obj).__name__}."
         raise UsageError(msg)
     return obj  # type: ignore[no-any-return]
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``(MODULE, FUNCTION)`` of ``MODULE:FUNCTION``, or `UsageError`; imports nothing."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        msg = f"TARGET must look like MODULE:FUNCTION (e.g. mypkg.rope:apply); got {target!r}."
+        raise UsageError(msg)
+    return module_name, attr
 
 
 def _import(module_name: str) -> Any:
@@ -57,7 +63,7 @@ def _import(module_name: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except (Exception, SystemExit) as err:  # an exit at import is a failure too
+        except BaseException as err:  # an exit or an interrupt at import is a failure too
             raise TargetError(err) from err
         return module
     cwd = os.getcwd()
@@ -71,7 +77,7 @@ def _import(module_name: str) -> Any:
             msg = f"cannot import module {module_name!r}: {err}."
             raise UsageError(msg) from None
         raise TargetError(err) from err
-    except (Exception, SystemExit) as err:  # an exit at import is a failure too
+    except BaseException as err:  # an exit or an interrupt at import is a failure too
         raise TargetError(err) from err
     finally:
         if added:

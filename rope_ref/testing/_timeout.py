@@ -3,7 +3,12 @@
 In the main thread of a POSIX process the limit is an interval timer whose signal raises
 `TargetTimeoutError` inside the call, so a target stuck in Python code (a loop, a sleep,
 a lock) is interrupted and nothing keeps running afterwards. Elsewhere the call runs in a
-daemon thread that is abandoned when the limit passes.
+daemon thread that is abandoned when the limit passes. A call that returns after the
+limit (it swallowed the timer's exception, or ignored the signal) is a timeout as well.
+
+This is the polite limit: `rope-ref check` runs its target in a child process whose
+supervisor kills it when a call outlives the limit (see `rope_ref.testing._supervise`);
+`set_call_monitor` is how the child tells it when calls start and end.
 """
 
 from __future__ import annotations
@@ -14,7 +19,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TargetTimeoutError", "call_with_timeout"]
+__all__ = ["TargetTimeoutError", "call_with_timeout", "set_call_monitor"]
+
+_monitors: list[Callable[[str], None]] = []
+
+
+def set_call_monitor(monitor: Callable[[str], None] | None) -> None:
+    """Have `monitor` told ``"call"`` before and ``"return"`` after each checked call."""
+    _monitors[:] = [] if monitor is None else [monitor]
+
+
+def _notify(event: str) -> None:
+    for monitor in _monitors:
+        monitor(event)
 
 
 class TargetTimeoutError(BaseException):
@@ -32,11 +49,15 @@ def call_with_timeout(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float | None
 ) -> Any:
     """``fn(*args, **kwargs)``, raising `TargetTimeoutError` after `seconds` (None: no limit)."""
-    if seconds is None:
-        return fn(*args, **kwargs)
-    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        return _with_timer(fn, args, kwargs, seconds)
-    return _with_thread(fn, args, kwargs, seconds)
+    _notify("call")
+    try:
+        if seconds is None:
+            return fn(*args, **kwargs)
+        if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+            return _with_timer(fn, args, kwargs, seconds)
+        return _with_thread(fn, args, kwargs, seconds)
+    finally:
+        _notify("return")
 
 
 def _with_timer(
@@ -49,7 +70,10 @@ def _with_timer(
     start = time.monotonic()
     pending, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return fn(*args, **kwargs)
+        value = fn(*args, **kwargs)
+        if time.monotonic() - start > seconds:  # the alarm was swallowed or ignored
+            raise TargetTimeoutError(seconds)
+        return value
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

@@ -15,6 +15,7 @@ machine epsilon of the storage dtype and :math:`k = 4` the number of roundings a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,21 @@ from rope_ref._core.positions import as_positions, shift
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 
-__all__ = ["EPS", "ErrorModel", "dtype_name", "error_model", "rope_atol"]
+__all__ = [
+    "CHECKABLE_SHARE",
+    "EPS",
+    "ErrorModel",
+    "checkable_angle",
+    "dtype_name",
+    "error_model",
+    "max_checkable_position",
+    "rope_atol",
+]
+
+#: Largest tolerance, as a share of a pair's norm, that still tells a correct result from
+#: zeros, the identity or the inverse rotation. Below 1/sqrt(2) a zero result fails on
+#: every pair; 1/2 leaves room for the identity and the inverse at large angles.
+CHECKABLE_SHARE = 0.5
 
 #: Machine epsilon (distance from 1 to the next float) of the dtypes the model knows.
 EPS: dict[str, float] = {
@@ -142,6 +157,67 @@ def error_model(dtype: object, *, angle_dtype: object = None) -> ErrorModel:
     else:
         angle_name = dtype_name(angle_dtype)
     return ErrorModel(eps=EPS[name], angle_eps=EPS[angle_name])
+
+
+def checkable_angle(model: ErrorModel) -> float:
+    """Largest angle (radians) at which `model`'s tolerance is below `CHECKABLE_SHARE`.
+
+    Past it the tolerance is half the pair's norm or more: zeros, the identity and the
+    inverse rotation would pass, so a result there is "not checkable".
+    """
+    room = CHECKABLE_SHARE - model.roundings * model.eps
+    if room <= 0.0:
+        return 0.0
+    if model.angle_eps == 0.0:
+        return math.inf
+    return room / (2.0 * model.angle_eps) - 1.0
+
+
+def max_checkable_position(
+    spec: RopeSpec,
+    dtype: object,
+    *,
+    angle_dtype: object = None,
+    seq_len: float | None = None,
+) -> int:
+    """Largest position whose results `assert_rope_close` can check in `dtype`.
+
+    Past it the error model allows half a pair's norm or more, so zeros, the identity and
+    the inverse rotation would pass: such results get the verdict "not checkable".
+
+    Parameters
+    ----------
+    spec : RopeSpec
+        The embedding (its fastest frequency sets the largest angle per position).
+    dtype : dtype or str
+        Dtype of the results.
+    angle_dtype : dtype or str, optional
+        As for `error_model`.
+    seq_len : float, optional
+        For length-dependent scalings.
+
+    Returns
+    -------
+    int
+        The position (``2**62`` when every position is checkable).
+
+    Examples
+    --------
+    >>> import rope_ref as rr
+    >>> from rope_ref.testing import max_checkable_position
+    >>> spec = rr.RopeSpec(head_dim=128)
+    >>> max_checkable_position(spec, "float32")
+    2097149
+    >>> max_checkable_position(spec, "float64") > 10**14
+    True
+    """
+    check_spec(spec)
+    limit = checkable_angle(error_model(dtype, angle_dtype=angle_dtype))
+    ones = np.ones((1,) if spec.sections is None else (1, len(spec.sections)))
+    fastest = float(np.max(np.abs(to_numpy(rope_angles(spec, ones, seq_len))), initial=0.0))
+    if fastest == 0.0 or not math.isfinite(limit):
+        return 2**62
+    return int(min(max(math.floor(limit / fastest), 0), 2**62))
 
 
 def rope_atol(
