@@ -42,6 +42,7 @@ from rope_ref._core.positions import (
 )
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_axis, check_bool, check_choice, check_not_masked
+from rope_ref._engine import cpu_arrays
 from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.table_cache import positions_key, table_cache
@@ -163,6 +164,11 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
+    if type(backend) is str and backend in ("numba", "auto"):  # torch CPU tensors, JAX arrays
+        result = cpu_arrays.apply(apply_rope, x, spec, positions, offset, seq_axis, inverse,
+                                  seq_len, form, backend, out, role)  # fmt: skip
+        if result is not None:
+            return result
     if _cuda_backend(backend) and role is None and isinstance(form, str) and form == "rotate_half":
         result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
         if result is not None:
@@ -262,6 +268,11 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
+    if type(backend) is str and backend in ("numba", "auto"):  # torch CPU tensors, JAX arrays
+        pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
+                                   seq_axis, inverse, seq_len, form, backend)  # fmt: skip
+        if pair is not None:
+            return pair
     if _cuda_backend(backend) and isinstance(form, str) and form == "rotate_half":
         result = _cuda_call().apply_qk(
             q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
@@ -620,7 +631,7 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
 
 #: The dtypes each kernel rotates; "auto" gives the reference anything else.
 _KERNEL_DTYPES = {
-    "numba": ("float16", "float32", "float64"),
+    "numba": ("float16", "bfloat16", "float32", "float64"),
     "cupy": ("float16", "bfloat16", "float32", "float64"),
 }
 

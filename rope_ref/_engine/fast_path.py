@@ -53,6 +53,12 @@ _KERNEL_DTYPES: dict[np.dtype[Any], np.dtype[Any]] = {
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float64),
 }
+try:
+    import ml_dtypes
+except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
+    pass
+else:
+    _KERNEL_DTYPES[np.dtype(ml_dtypes.bfloat16)] = np.dtype(np.float32)
 
 
 def numpy_kernel_call(
