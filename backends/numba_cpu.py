@@ -57,7 +57,8 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
         import ml_dtypes
     except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
 
 
 _BFLOAT16 = _bfloat16_dtype()

@@ -164,7 +164,7 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
-    if type(backend) is str and backend in ("numba", "auto"):  # torch CPU tensors, JAX arrays
+    if backend in ("numba", "auto"):  # PyTorch CPU tensors, JAX CPU arrays
         result = cpu_arrays.apply(apply_rope, x, spec, positions, offset, seq_axis, inverse,
                                   seq_len, form, backend, out, role)  # fmt: skip
         if result is not None:
@@ -268,7 +268,7 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
-    if type(backend) is str and backend in ("numba", "auto"):  # torch CPU tensors, JAX arrays
+    if backend in ("numba", "auto"):  # PyTorch CPU tensors, JAX CPU arrays
         pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
                                    seq_axis, inverse, seq_len, form, backend)  # fmt: skip
         if pair is not None:

@@ -100,7 +100,8 @@ def _bfloat16() -> np.dtype[Any] | None:
         import ml_dtypes
     except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
 
 
 @functools.cache
@@ -109,6 +110,13 @@ def _numba() -> ModuleType | None:
         return load_backend("numba")
     except ModuleNotFoundError:
         return None
+
+
+def _kernel() -> ModuleType:
+    """The Numba kernel, once `_numba` found it (every caller checked that first)."""
+    kernel = _numba()
+    assert kernel is not None
+    return kernel
 
 
 def apply(
@@ -321,7 +329,7 @@ def torch_direct(
     on = None if out is None else xn if out is x else numpy_view(out)
     result = None
     if positions is None and role is None and form == "rotate_half":
-        result = numpy_kernel_call(_numba(), xn, spec, offset, seq_axis, inverse, seq_len, on)
+        result = numpy_kernel_call(_kernel(), xn, spec, offset, seq_axis, inverse, seq_len, on)
     if result is None:
         result = fn(xn, spec, _host(positions), offset=offset, seq_axis=seq_axis,
                     inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=on,
@@ -365,9 +373,9 @@ def _jax_usable(x: Any) -> bool:
 
 @functools.cache
 def _jax_dtypes() -> frozenset[np.dtype[Any]]:
-    return frozenset(
-        (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), _bfloat16())
-    )
+    dtypes: list[np.dtype[Any] | None] = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
+    dtypes.append(_bfloat16())
+    return frozenset(d for d in dtypes if d is not None)
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
@@ -397,7 +405,7 @@ def _jax_direct(
     out = aligned_empty(xn.shape, xn.dtype)
     result = None
     if positions is None and role is None and form == "rotate_half":
-        result = numpy_kernel_call(_numba(), xn, spec, offset, seq_axis, inverse, seq_len, out)
+        result = numpy_kernel_call(_kernel(), xn, spec, offset, seq_axis, inverse, seq_len, out)
     if result is None:
         fn(xn, spec, _host(positions), offset=offset, seq_axis=seq_axis, inverse=inverse,
            seq_len=seq_len, form=form, backend="numba", out=out, role=role)  # fmt: skip

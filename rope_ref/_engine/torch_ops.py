@@ -31,7 +31,7 @@ _specs: dict[RopeSpec | None, int] = {}
 _by_key: list[RopeSpec | None] = []
 
 
-@torch.compiler.assume_constant_result
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def _spec_key(spec: Any) -> int | None:
     """The operators' key for `spec`; None when it is not a hashable RopeSpec or None."""
     if not (spec is None or type(spec) is RopeSpec):
