@@ -9,7 +9,7 @@ The call runs on NumPy views of the same memory, so it is the NumPy call, bit fo
   qkv projection is read in place; the result is wrapped with ``torch.from_numpy``, and
   ``out=`` (which may be `x`) is written through its own view. A tensor that records
   gradients, and every call under ``torch.compile``, goes through the custom operators
-  of `rope_ref._engine.torch_ops` instead (autograd: the inverse rotation by the kernel).
+  of `rope_ref.backends.numba_torch` instead (autograd: the inverse rotation by the kernel).
 - JAX (arrays on the CPU, not tracers): ``numpy.asarray`` views the buffer; the result is
   written into one 64-byte aligned NumPy array, which ``jax.device_put`` then takes over
   without a copy.
@@ -190,9 +190,7 @@ def apply_qk(
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         if not all(_traceable(a) for a in (q, k)):
             return None
-        from rope_ref._engine import torch_ops
-
-        return torch_ops.apply_qk(q, k, *args)
+        return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
     if kind == "torch":
         if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
@@ -249,9 +247,11 @@ def _torch_ops_needed(x: Any) -> bool:
 
 
 def _torch_ops() -> ModuleType:
-    from rope_ref._engine import torch_ops
+    """`rope_ref.backends.numba_torch` (imports torch, so loaded on first use)."""
+    from rope_ref.backends import numba_torch  # type: ignore[import-not-found,unused-ignore]
 
-    return torch_ops
+    module: ModuleType = numba_torch
+    return module
 
 
 def _traceable(x: Any) -> bool:
@@ -266,9 +266,7 @@ def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
     """The custom operator's call as ``torch.compile`` traces it; None: not for it."""
     if out is not None or not _traceable(x):
         return None
-    from rope_ref._engine import torch_ops
-
-    return torch_ops.apply(*args, x=x)
+    return _torch_ops().apply(*args, x=x)
 
 
 def _check_torch_out(x: Any, out: Any) -> None:

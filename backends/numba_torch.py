@@ -1,6 +1,6 @@
 """PyTorch custom operators for the Numba kernel: autograd and ``torch.compile``.
 
-``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the kernel on NumPy views of
+``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the Numba kernel on NumPy views of
 CPU tensors (`rope_ref._engine.cpu_arrays`). Each has a fake implementation (an output
 like its input, for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the
 gradient of ``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the
@@ -31,7 +31,7 @@ _specs: dict[RopeSpec | None, int] = {}
 _by_key: list[RopeSpec | None] = []
 
 
-@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
 def _spec_key(spec: Any) -> int | None:
     """The operators' key for `spec`; None when it is not a hashable RopeSpec or None."""
     if not (spec is None or type(spec) is RopeSpec):
