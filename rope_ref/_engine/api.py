@@ -103,10 +103,11 @@ def apply_rope(
     form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
         How the reference backend computes the rotation; all three agree to rounding.
     backend : {"reference", "numba", "cupy", "auto"}, default "reference"
-        ``"reference"`` rotates in float64 and rounds once. ``"cupy"`` takes CuPy arrays,
-        PyTorch CUDA tensors and JAX GPU arrays. ``"auto"`` picks a kernel for NumPy
-        (numba) or such CUDA arrays (cupy) when installed and when it takes x's dtype,
-        else the reference.
+        ``"reference"`` rotates in float64 and rounds once. ``"numba"`` takes NumPy
+        arrays, PyTorch CPU tensors (autograd and ``torch.compile`` included) and JAX CPU
+        arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
+        tensors and JAX GPU arrays. ``"auto"`` picks a kernel for those (numba or cupy)
+        when installed and when it takes x's dtype, else the reference.
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -640,7 +641,8 @@ def _resolve_backend(backend: str, x: Array) -> str:
     """The backend for `x`: `backend` itself unless "auto".
 
     "auto" picks numba for plain NumPy arrays (not subclasses such as memmap, nor
-    byte-swapped dtypes) and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
+    `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
     a tensor that records gradients, never: the kernels are not differentiable); otherwise
     the reference.
