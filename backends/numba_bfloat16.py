@@ -18,37 +18,48 @@ from .numba_cpu import _first_row, _next_row, _row
 __all__ = ["bf16_parallel", "bf16_serial"]
 
 
+_LOW = np.uint32(0x7FFF)
+_ONE = np.uint32(1)
+_SIXTEEN = np.uint32(16)
+_ABS = np.uint32(0x7FFFFFFF)
+_INF = np.uint32(0x7F800000)
+_QUIET = np.uint32(0x40)
+
+
 @njit(inline="always", cache=True)
-def _f32_bits_to_bf16(bits: int) -> np.uint16:  # pragma: no cover - numba
+def _f32_bits_to_bf16(bits: np.uint32) -> np.uint16:  # pragma: no cover - numba
     """float32 bits to bfloat16 bits, round to nearest even; NaN stays a quiet NaN."""
-    if (bits & 0x7FFFFFFF) > 0x7F800000:
-        return np.uint16((bits >> 16) | 0x40)
-    return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+    rounded = (bits + _LOW + ((bits >> _SIXTEEN) & _ONE)) >> _SIXTEEN
+    quiet = (bits >> _SIXTEEN) | _QUIET
+    return np.uint16(quiet if (bits & _ABS) > _INF else rounded)
 
 
 @njit(inline="always", cache=True)
-def _row_bf16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, wide):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """Rotate bfloat16 row ``x[a, b, c]`` into `out` through `wide`, uint32 ``(1,1,1,d)``."""
-    d = x.shape[3]
+def _row_bf16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, wide, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Rotate bfloat16 row ``x[a, b, c]`` into features ``lo..hi-1`` of ``out[a, b, c]``.
+
+    `wide` is a uint32 row of ``head_dim`` and `buf` its float32 view, ``(1, 1, 1, d)``.
+    """
+    d = np.uint64(x.shape[3])
     for i in range(d):
-        wide[0, 0, 0, i] = np.uint32(x[a, b, c, i]) << np.uint32(16)
-    buf = wide.view(np.float32)
+        wide[i] = np.uint32(x[a, b, c, i]) << _SIXTEEN
     _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
-    lo = 0 if copy_rest else start
-    hi = d if copy_rest else start + 2 * cos.shape[1]
-    for i in range(lo, hi):
-        out[a, b, c, i] = _f32_bits_to_bf16(wide[0, 0, 0, i])
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        out[a, b, c, i] = _f32_bits_to_bf16(wide[i])
 
 
 @njit(inline="always", cache=True)
 def _rows_range_bf16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
-    wide = np.empty((1, 1, 1, d), dtype=np.uint32)
+    wide = np.empty(d, dtype=np.uint32)
+    buf = wide.view(np.float32).reshape((1, 1, 1, d))
+    first = 0 if copy_rest else start
+    last = d if copy_rest else start + 2 * cos.shape[1]
     a, b, c = _first_row(lo, b_size, c_size)
     for _ in range(lo, hi):
         t = t0 + a * ta + b * tb + c * tc
-        _row_bf16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, wide)
+        _row_bf16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, first, last, wide, buf)
         a, b, c = _next_row(a, b, c, b_size, c_size)
 
 
