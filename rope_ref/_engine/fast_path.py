@@ -53,12 +53,6 @@ _KERNEL_DTYPES: dict[np.dtype[Any], np.dtype[Any]] = {
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float64),
 }
-try:
-    import ml_dtypes
-except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
-    pass
-else:
-    _KERNEL_DTYPES[np.dtype(ml_dtypes.bfloat16)] = np.dtype(np.float32)
 
 
 def numpy_kernel_call(
@@ -124,6 +118,8 @@ def _prepare(
 ) -> _Call | None:
     """Check everything that does not change from call to call; None if unusual."""
     dtype = _KERNEL_DTYPES.get(x.dtype)
+    if x.dtype.name == "bfloat16":  # ml_dtypes' (not imported here): float32 tables
+        dtype = np.dtype(np.float32)
     if dtype is None or x.ndim < 2:
         return None
     s = _default_spec(x.shape[-1]) if spec is None else spec
