@@ -25,7 +25,7 @@ import functools
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,9 +49,17 @@ def array_kind(x: object) -> str | None:
     return found or None
 
 
+class _ShortRoad(NamedTuple):
+    """What the short road of a tensor call looks up, bound once."""
+
+    compiling: Callable[[], bool]  # torch.compiler.is_compiling
+    kernel: ModuleType  # the Numba kernel
+    from_numpy: Callable[[np.ndarray], Any]  # torch.from_numpy
+
+
 _kinds: dict[type, str] = {}
-#: torch dtype that ``.numpy()`` views as it is -> torch.from_numpy (the short road).
-_short_roads: dict[Any, Callable[[np.ndarray], Any]] = {}
+#: torch dtype that ``.numpy()`` views as it is -> its `_ShortRoad` (when numba is here).
+_short_roads: dict[Any, _ShortRoad] = {}
 #: torch dtype -> (the dtype to view it as for ``.numpy()``, the NumPy dtype it is).
 _torch_views: dict[Any, tuple[Any, np.dtype[Any]]] = {}
 
@@ -85,7 +93,10 @@ def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
         import torch
 
         dtypes = (torch.float16, torch.float32, torch.float64)
-        _short_roads.update(dict.fromkeys(dtypes, torch.from_numpy))
+        kernel = _numba()
+        if kernel is not None:
+            road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy)
+            _short_roads.update(dict.fromkeys(dtypes, road))
         for t, n in zip(dtypes, (np.float16, np.float32, np.float64), strict=True):
             _torch_views[t] = (t, np.dtype(n))
         bfloat16 = _bfloat16()
@@ -137,18 +148,17 @@ def apply(
     kind = array_kind(x)
     if kind is None or not (type(form) is str and form == "rotate_half"):
         return None  # the reference's forms: the general path
+    if kind == "torch" and positions is None and out is None and role is None:
+        # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
+        road = _short_roads.get(x.dtype)
+        if road and not road.compiling() and x.is_cpu and not (x.requires_grad or x.is_neg()):
+            result = numpy_kernel_call(road.kernel, x.numpy(), spec, offset, seq_axis, inverse,
+                                       seq_len, None)  # fmt: skip
+            if result is not None:
+                return road.from_numpy(result)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         return _traced(x, out, args)
-    if kind == "torch" and positions is None and out is None and role is None:
-        # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
-        from_numpy = _short_roads.get(x.dtype)
-        kernel = _numba()
-        if from_numpy and kernel and x.is_cpu and not (x.requires_grad or x.is_neg()):
-            result = numpy_kernel_call(kernel, x.numpy(), spec, offset, seq_axis, inverse,
-                                       seq_len, None)  # fmt: skip
-            if result is not None:
-                return from_numpy(result)
     if kind == "torch":
         if not _torch_usable(x, "x", backend):
             return None
