@@ -21,6 +21,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 EPS: dict[Any, float] = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
+DTYPES: list[Any] = [np.float16, np.float32, np.float64]
+try:
+    import ml_dtypes
+except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
+    pass
+else:
+    EPS[ml_dtypes.bfloat16] = 2.0**-8
+    DTYPES.append(ml_dtypes.bfloat16)
 
 
 def tolerance(x: np.ndarray, dtype: type) -> np.ndarray:
@@ -50,7 +58,7 @@ def assert_matches_reference(got: np.ndarray, want: np.ndarray, x: np.ndarray) -
 @st.composite
 def kernel_cases(draw: st.DrawFn) -> dict:
     """x (possibly a strided view), spec, positions, seq_axis and options."""
-    dtype = draw(st.sampled_from([np.float16, np.float32, np.float64]))
+    dtype = draw(st.sampled_from(DTYPES))
     n_pairs = draw(st.integers(1, 40))
     rotary_dim = 2 * n_pairs
     rotary_start = draw(st.integers(0, 5))
