@@ -9,6 +9,8 @@ tensors, autograd registration), which compiles nothing.
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +31,33 @@ def _step(q, k, spec, offset):
     q1 = rr.apply_rope(q, spec, seq_axis=-3, offset=offset, backend="auto")
     q2, k2 = rr.apply_rope_qk(q, k, spec, seq_axis=-3, backend="numba")
     return q1, q2, k2
+
+
+FIRST_CALL_COMPILED = """
+import torch, rope_ref as rr
+spec = rr.RopeSpec(16)
+def step(q, k):
+    y = rr.apply_rope(q, spec, offset=3, backend="auto")
+    return y, rr.apply_rope_qk(q, k, spec, backend="numba")[1]
+q, k = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+got = torch.compile(step, fullgraph=True, backend="aot_eager")(q, k)
+want = step(q, k)
+print(all(torch.equal(a, b) for a, b in zip(got, want)))
+"""
+
+
+def test_the_first_call_of_a_process_can_be_compiled():
+    """Nothing about tensors or the kernel module is known yet when torch.compile traces
+    the first call: tracing must neither import the kernel through importlib nor fill
+    caches (side effects torch.compile cannot replay)."""
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FIRST_CALL_COMPILED],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.stdout.strip() == "True", result.stderr[-3000:]
 
 
 def test_fullgraph_compile_equals_eager_bit_for_bit():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import sys
 from types import ModuleType
 
 from rope_ref._core.aliases import BackendName
@@ -63,9 +62,6 @@ def load_backend(name: str) -> ModuleType:
     if name not in _REGISTRY:
         msg = f"`backend` must be one of {', '.join(map(repr, BACKENDS))}; got {name!r}."
         raise ValueError(msg)
-    loaded = sys.modules.get(_REGISTRY[name][0])  # no importlib (torch.compile traces this)
-    if loaded is not None:
-        return loaded
     reason = _missing_reason(name)
     module_name, dependency = _REGISTRY[name]
     if reason is not None:
