@@ -141,20 +141,18 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
 
 
 @njit(inline="always", cache=True)
-def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, lut, buf, bits):  # type: ignore[no-untyped-def]  # pragma: no cover
     """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
 
-    `buf` is float32 of shape ``(1, 1, 1, head_dim)``.
+    `buf` is float32 of shape ``(1, 1, 1, head_dim)`` and `bits` its uint32 view, flat;
+    features ``lo..hi-1`` are written.
     """
-    d = x.shape[3]
+    d = np.uint64(x.shape[3])
     for i in range(d):
         buf[0, 0, 0, i] = lut[x[a, b, c, i]]
     _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
-    bits = buf.view(np.uint32)
-    lo = 0 if copy_rest else start
-    hi = d if copy_rest else start + 2 * cos.shape[1]
-    for i in range(lo, hi):
-        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[0, 0, 0, i])
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[i])
 
 
 # ----------------------------------------------------------------------------------------
@@ -250,10 +248,14 @@ def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
     buf = np.empty((1, 1, 1, d), dtype=np.float32)
+    bits = buf.view(np.uint32).reshape(d)
+    first = 0 if copy_rest else start
+    last = d if copy_rest else start + 2 * cos.shape[1]
     a, b, c = _first_row(lo, b_size, c_size)
     for _ in range(lo, hi):
         t = t0 + a * ta + b * tb + c * tc
-        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf)
+        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, first, last, lut, buf,
+                 bits)  # fmt: skip
         a, b, c = _next_row(a, b, c, b_size, c_size)
 
 
