@@ -168,6 +168,27 @@ def test_jax_arrays_equal_the_numpy_kernel(dtype):
     np.testing.assert_array_equal(np.asarray(x).view("u1"), x_np.view("u1"))
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [SPEC, rr.RopeSpec(64, xpos=rr.XPos()), rr.RopeSpec(64, scaling=rr.scaling.DynamicNTK(4.0, 4))],
+    ids=["plain", "xpos", "dynamic-ntk"],
+)
+@pytest.mark.parametrize("offset", [0, 9, 2.5])
+def test_jax_queries_and_keys_equal_the_numpy_kernel(spec, offset):
+    """Queries shorter than the keys (decoding against a cache): the queries take the
+    keys' last positions, as in the NumPy call, whichever road the call takes."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(10)
+    q_np = rng.standard_normal((2, 3, 4, 64)).astype(np.float32)
+    k_np = rng.standard_normal((2, 7, 4, 64)).astype(np.float32)
+    got = rr.apply_rope_qk(jax.numpy.asarray(q_np), jax.numpy.asarray(k_np), spec,
+                           offset=offset, seq_axis=-3, backend="numba")  # fmt: skip
+    want = rr.apply_rope_qk(q_np, k_np, spec, offset=offset, seq_axis=-3, backend="numba")
+    for a, b in zip(got, want, strict=True):
+        assert isinstance(a, jax.Array)
+        assert_same_bits(a, b)
+
+
 def test_jax_out_is_refused_and_tracers_take_the_general_path():
     jax = pytest.importorskip("jax")
     x = jax.numpy.ones((3, 64), dtype="float32")

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 
@@ -209,6 +210,13 @@ def apply_qk(
         return torch_direct_qk(fn, q, k, *args)
     if _numba() is None or not (_jax_usable(q) and _jax_usable(k)):
         return None
+    shift = _query_shift(q, k, *args[:5], seq_len)
+    if shift is not None:  # one aligned output each, as for `apply`
+        from rope_ref._engine.api import apply_rope
+
+        spec_, offset, rest = args[0], args[3], (args[4], args[5], args[6], form, None)
+        return (_jax_direct(apply_rope, q, spec_, None, offset + shift, *rest),
+                _jax_direct(apply_rope, k, spec_, None, offset, *rest))  # fmt: skip
     views = [np.asarray(a) for a in (q, k)]
     moved = [_host(p) for p in (positions, k_positions)]
     spec_, _, _, offset, seq_axis, inverse, seq_len, form = args
@@ -384,6 +392,34 @@ def _jax_dtypes() -> frozenset[np.dtype[Any]]:
     dtypes: list[np.dtype[Any] | None] = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
     dtypes.append(_bfloat16())
     return frozenset(d for d in dtypes if d is not None)
+
+
+def _query_shift(
+    q: Any,
+    k: Any,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    seq_len: Any,
+) -> int | None:
+    """Where the queries start past `offset` (``k_len - q_len``), or None.
+
+    `apply_rope_qk` gives the queries the keys' last positions. The calls that are then
+    two `apply_rope` calls, bit for bit: default positions, an integer offset, no xPos
+    (whose scale needs the role) and a seq_len that does not depend on the call.
+    """
+    if positions is not None or k_positions is not None or type(offset) is not int:
+        return None
+    if not (spec is None or (type(spec) is RopeSpec and spec.xpos is None)):
+        return None
+    if spec is not None and spec.scaling is not None and seq_len is None:
+        return None
+    if type(seq_axis) is not int or not (q.ndim == k.ndim >= 2 and -q.ndim <= seq_axis < -1):
+        return None
+    shift = int(k.shape[seq_axis]) - int(q.shape[seq_axis])
+    return shift if shift >= 0 else None
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
