@@ -17,6 +17,7 @@ guarded on as any other object the traced function reads).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -29,6 +30,7 @@ __all__ = ["apply", "apply_qk"]
 #: Spec (or None: the default for x's head_dim) -> key, and key -> spec.
 _specs: dict[RopeSpec | None, int] = {}
 _by_key: list[RopeSpec | None] = []
+_new_key = threading.Lock()
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
@@ -41,8 +43,11 @@ def _spec_key(spec: Any) -> int | None:
     except TypeError:  # a scaling rule that cannot be hashed
         return None
     if key is None:
-        key = _specs[spec] = len(_by_key)
-        _by_key.append(spec)
+        with _new_key:
+            key = _specs.get(spec)
+            if key is None:
+                key = _specs[spec] = len(_by_key)
+                _by_key.append(spec)
     return key
 
 

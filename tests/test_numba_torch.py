@@ -57,6 +57,15 @@ def test_tensors_equal_the_numpy_kernel(dtype, backend, rows):
     assert torch.equal(x.view(torch.uint8), before.view(torch.uint8))  # x is not written
 
 
+def test_a_tensor_requiring_grad_under_no_grad_takes_the_kernel_directly():
+    x = tensor((2, 5, 64), torch.float32, 11).requires_grad_()
+    with torch.no_grad():
+        y = rr.apply_rope(x, SPEC, offset=4, backend="auto")
+    assert y.grad_fn is None
+    assert not y.requires_grad
+    assert_same_bits(y, rr.apply_rope(as_numpy(x), SPEC, offset=4, backend="numba"))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_views_of_a_fused_qkv_projection_are_read_in_place(dtype):
     """q is a strided slice of one (batch, seq, 3 * heads * head_dim) projection; out= a
