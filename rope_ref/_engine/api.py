@@ -644,8 +644,8 @@ def _resolve_backend(backend: str, x: Array) -> str:
     byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
     `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
-    a tensor that records gradients, never: the kernels are not differentiable); otherwise
-    the reference.
+    a CUDA tensor that records gradients, never: the CUDA kernel is not differentiable);
+    otherwise the reference.
     """
     if backend != "auto":
         return backend
