@@ -165,7 +165,7 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
-    if backend in ("numba", "auto"):  # PyTorch CPU tensors, JAX CPU arrays
+    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
         result = cpu_arrays.apply(apply_rope, x, spec, positions, offset, seq_axis, inverse,
                                   seq_len, form, backend, out, role)  # fmt: skip
         if result is not None:
@@ -269,7 +269,7 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
-    if backend in ("numba", "auto"):  # PyTorch CPU tensors, JAX CPU arrays
+    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
         pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
                                    seq_axis, inverse, seq_len, form, backend)  # fmt: skip
         if pair is not None:
@@ -608,6 +608,10 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
         return None
     dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
     return dtype
+
+
+def _cpu_backend(backend: object) -> bool:
+    return type(backend) is str and backend in ("numba", "auto")
 
 
 def _cuda_backend(backend: object) -> bool:
