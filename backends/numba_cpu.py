@@ -22,7 +22,8 @@ Design
   wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
   (C-contiguous input is the fast path; any strides work).
 - float16 is read through an exact lookup table to float32 and written back with
-  round-to-nearest-even, so there is no temporary the size of `x`.
+  round-to-nearest-even, so there is no temporary the size of `x`. bfloat16 (ml_dtypes)
+  is widened by a shift and rounded the same way (`rope_ref.backends.numba_bfloat16`).
 - Nothing is compiled at import: the first call compiles (and caches to disk) the
   specialisation for its dtypes and memory layout.
 """
@@ -48,6 +49,27 @@ SERIAL_ROWS = 256
 CHUNKS_PER_THREAD = 4
 
 _F16_SIGN = np.uint32(0x8000)
+
+
+def _bfloat16_dtype() -> np.dtype[Any] | None:
+    """ml_dtypes' bfloat16 (the NumPy dtype of JAX and of torch bfloat16 views), if any."""
+    try:
+        import ml_dtypes
+    except ModuleNotFoundError:  # pragma: no cover - ml_dtypes comes with the test set-up
+        return None
+    dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
+
+
+_BFLOAT16 = _bfloat16_dtype()
+
+
+@functools.cache
+def _bf16_kernels() -> tuple[Any, Any]:
+    """The bfloat16 loops ``(serial, parallel)`` (`rope_ref.backends.numba_bfloat16`)."""
+    from .numba_bfloat16 import bf16_parallel, bf16_serial
+
+    return bf16_serial, bf16_parallel
 
 
 # ----------------------------------------------------------------------------------------
@@ -119,20 +141,18 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
 
 
 @njit(inline="always", cache=True)
-def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, lut, buf, bits):  # type: ignore[no-untyped-def]  # pragma: no cover
     """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
 
-    `buf` is float32 of shape ``(1, 1, 1, head_dim)``.
+    `buf` is float32 of shape ``(1, 1, 1, head_dim)`` and `bits` its uint32 view, flat;
+    features ``lo..hi-1`` are written.
     """
-    d = x.shape[3]
+    d = np.uint64(x.shape[3])
     for i in range(d):
         buf[0, 0, 0, i] = lut[x[a, b, c, i]]
     _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
-    bits = buf.view(np.uint32)
-    lo = 0 if copy_rest else start
-    hi = d if copy_rest else start + 2 * cos.shape[1]
-    for i in range(lo, hi):
-        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[0, 0, 0, i])
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[i])
 
 
 # ----------------------------------------------------------------------------------------
@@ -228,10 +248,14 @@ def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
     buf = np.empty((1, 1, 1, d), dtype=np.float32)
+    bits = buf.view(np.uint32).reshape(d)
+    first = 0 if copy_rest else start
+    last = d if copy_rest else start + 2 * cos.shape[1]
     a, b, c = _first_row(lo, b_size, c_size)
     for _ in range(lo, hi):
         t = t0 + a * ta + b * tb + c * tc
-        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf)
+        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, first, last, lut, buf,
+                 bits)  # fmt: skip
         a, b, c = _next_row(a, b, c, b_size, c_size)
 
 
@@ -288,6 +312,9 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
         kernel = _f16_parallel if parallel else _f16_serial
         extra = (_f16_to_f32_table(), *extra)
         arrays = (x4.view(np.uint16), o4.view(np.uint16))
+    elif x4.dtype == _BFLOAT16:
+        kernel = _bf16_kernels()[parallel]
+        arrays = (x4.view(np.uint16), o4.view(np.uint16))
     elif in_place:
         kernel = _in_place_parallel if parallel else _in_place_serial
     else:
@@ -308,6 +335,8 @@ _COMPUTE_DTYPE: dict[np.dtype[Any], np.dtype[Any]] = {
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float64),
 }
+if _BFLOAT16 is not None:
+    _COMPUTE_DTYPE[_BFLOAT16] = np.dtype(np.float32)
 
 
 def rotate(
@@ -328,7 +357,8 @@ def rotate(
     Parameters
     ----------
     x : numpy.ndarray
-        float16, float32 or float64, shape ``(..., head_dim)``, any strides.
+        float16, bfloat16 (ml_dtypes), float32 or float64, shape ``(..., head_dim)``, any
+        strides.
     cos, sin : numpy.ndarray
         Tables in the compute dtype (float32, or float64 for float64 `x`) that broadcast to
         ``x.shape[:-1] + (n_pairs,)``.
@@ -424,7 +454,7 @@ class Launch:
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
-        self._f16 = dtype == np.float16
+        self._f16 = dtype.itemsize == 2  # float16 or bfloat16: through `_launch`
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
@@ -507,7 +537,7 @@ def _check_arrays(x: Any, cos: Any, sin: Any) -> None:
     compute = _COMPUTE_DTYPE.get(x.dtype)
     if compute is None:
         msg = (
-            "backend='numba' supports float16, float32 and float64 `x` in native byte "
+            "backend='numba' supports float16, bfloat16, float32 and float64 `x` in native byte "
             f"order; got {x.dtype.str if x.dtype.kind == 'f' else x.dtype}."
         )
         raise TypeError(msg)

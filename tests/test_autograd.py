@@ -116,3 +116,76 @@ def test_jax_jit_grad(jax_x64, spec):
     g = jnp.asarray(g_np)
     grad = jax_x64.jit(jax_x64.grad(lambda t: jnp.sum(rr.apply_rope(t, spec, offset=OFFSET) * g)))
     assert max_abs(host(grad(jnp.asarray(x_np))), _transpose_rotation(g_np, spec)) <= TOL
+
+
+# ----------------------------------------------------------------------------------------
+# The Numba kernel: a custom operator whose backward is the kernel's inverse rotation
+# ----------------------------------------------------------------------------------------
+
+needs_numba = pytest.mark.skipif(
+    rr.available_backends()["numba"] is not None, reason="the numba backend is not installed"
+)
+XPOS = rr.RopeSpec(head_dim=8, xpos=rr.XPos(scale_base=16.0))
+
+
+@needs_numba
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_kernel_gradient_is_the_transpose_rotation(spec, backend):
+    torch = pytest.importorskip("torch")
+    x_np, g_np = _data(spec, 5)
+    x = torch.tensor(x_np, requires_grad=True)
+    y = rr.apply_rope(x, spec, offset=OFFSET, backend=backend)
+    assert "rope_ref" in y.grad_fn.name(), y.grad_fn.name()  # the kernel's operator
+    (y * torch.tensor(g_np)).sum().backward()
+    assert max_abs(x.grad, _transpose_rotation(g_np, spec)) <= TOL
+    reference = torch.tensor(x_np, requires_grad=True)  # torch's own autograd
+    (rr.apply_rope(reference, spec, offset=OFFSET) * torch.tensor(g_np)).sum().backward()
+    assert max_abs(x.grad, reference.grad) <= TOL
+
+
+@needs_numba
+@pytest.mark.parametrize("spec", [SPECS[1], SPECS[2]], ids=IDS[1:3])
+def test_kernel_gradcheck(spec):
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(_data(spec, 6)[0], requires_grad=True)
+    positions = torch.tensor([[0.5, 3.0, 9.0], [2.0, 2.0, 70.0]], dtype=torch.float64)
+
+    def rotations(t):
+        return (
+            rr.apply_rope(t, spec, offset=OFFSET, backend="numba"),
+            rr.apply_rope(t, spec, positions, backend="numba"),
+            rr.apply_rope(t, spec, offset=2.5, inverse=True, backend="auto"),
+        )
+
+    assert torch.autograd.gradcheck(rotations, (x,), eps=1e-6, atol=1e-8)
+    assert torch.autograd.gradgradcheck(rotations, (x,), eps=1e-6, atol=1e-8)
+
+
+@needs_numba
+@pytest.mark.parametrize("spec", [SPECS[0], XPOS], ids=["half", "xpos"])
+def test_kernel_qk_gradcheck(spec):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    q = torch.tensor(rng.standard_normal((2, 2, 8)), requires_grad=True)
+    k = torch.tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
+
+    def rotations(a, b):
+        return rr.apply_rope_qk(a, b, spec, offset=3, backend="numba")
+
+    assert torch.autograd.gradcheck(rotations, (q, k), eps=1e-6, atol=1e-8)
+    q_rot, _ = rotations(q, k)
+    assert "rope_ref" in q_rot.grad_fn.name()
+    q_rot.sum().backward()  # a gradient for q only: k's is zero
+    assert k.grad is not None
+    assert not k.grad.any()
+
+
+@needs_numba
+def test_kernel_gradient_keeps_the_dtype():
+    torch = pytest.importorskip("torch")
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.ones((3, 8), dtype=dtype, requires_grad=True)
+        rr.apply_rope(x, backend="auto").sum().backward()
+        assert x.grad is not None
+        assert x.grad.dtype == dtype

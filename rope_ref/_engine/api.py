@@ -42,6 +42,7 @@ from rope_ref._core.positions import (
 )
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_axis, check_bool, check_choice, check_not_masked
+from rope_ref._engine import cpu_arrays
 from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.table_cache import positions_key, table_cache
@@ -102,10 +103,11 @@ def apply_rope(
     form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
         How the reference backend computes the rotation; all three agree to rounding.
     backend : {"reference", "numba", "cupy", "auto"}, default "reference"
-        ``"reference"`` rotates in float64 and rounds once. ``"cupy"`` takes CuPy arrays,
-        PyTorch CUDA tensors and JAX GPU arrays. ``"auto"`` picks a kernel for NumPy
-        (numba) or such CUDA arrays (cupy) when installed and when it takes x's dtype,
-        else the reference.
+        ``"reference"`` rotates in float64 and rounds once. ``"numba"`` takes NumPy
+        arrays, PyTorch CPU tensors (autograd and ``torch.compile`` included) and JAX CPU
+        arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
+        tensors and JAX GPU arrays. ``"auto"`` picks a kernel for those (numba or cupy)
+        when installed and when it takes x's dtype, else the reference.
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -163,6 +165,11 @@ def apply_rope(
             result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
             if result is not None:
                 return result
+    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
+        result = cpu_arrays.apply(apply_rope, x, spec, positions, offset, seq_axis, inverse,
+                                  seq_len, form, backend, out, role)  # fmt: skip
+        if result is not None:
+            return result
     if _cuda_backend(backend):
         if role is None and isinstance(form, str) and form == "rotate_half":
             result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
@@ -265,6 +272,11 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
+    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
+        pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
+                                   seq_axis, inverse, seq_len, form, backend)  # fmt: skip
+        if pair is not None:
+            return pair
     if _cuda_backend(backend):
         if isinstance(form, str) and form == "rotate_half":
             result = _cuda_call().apply_qk(
@@ -604,6 +616,10 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
     return dtype
 
 
+def _cpu_backend(backend: object) -> bool:
+    return type(backend) is str and backend in ("numba", "auto")
+
+
 def _cuda_backend(backend: object) -> bool:
     return type(backend) is str and backend in ("cupy", "auto")
 
@@ -626,7 +642,7 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
 
 #: The dtypes each kernel rotates; "auto" gives the reference anything else.
 _KERNEL_DTYPES = {
-    "numba": ("float16", "float32", "float64"),
+    "numba": ("float16", "bfloat16", "float32", "float64"),
     "cupy": ("float16", "bfloat16", "float32", "float64"),
 }
 
@@ -635,10 +651,11 @@ def _resolve_backend(backend: str, x: Array) -> str:
     """The backend for `x`: `backend` itself unless "auto".
 
     "auto" picks numba for plain NumPy arrays (not subclasses such as memmap, nor
-    byte-swapped dtypes) and the CUDA kernel for CuPy arrays, PyTorch CUDA
+    byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
+    `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
-    a tensor that records gradients, never: the kernels are not differentiable); otherwise
-    the reference.
+    a CUDA tensor that records gradients, never: the CUDA kernel is not differentiable);
+    otherwise the reference.
     """
     if backend != "auto":
         return backend

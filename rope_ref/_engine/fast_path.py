@@ -118,6 +118,8 @@ def _prepare(
 ) -> _Call | None:
     """Check everything that does not change from call to call; None if unusual."""
     dtype = _KERNEL_DTYPES.get(x.dtype)
+    if x.dtype.name == "bfloat16":  # ml_dtypes' (not imported here): float32 tables
+        dtype = np.dtype(np.float32)
     if dtype is None or x.ndim < 2:
         return None
     s = _default_spec(x.shape[-1]) if spec is None else spec

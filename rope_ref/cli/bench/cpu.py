@@ -59,14 +59,13 @@ def implementations(case: Case) -> list[Impl]:
             case.sequences, "numba" if backends["numba"] is None else "reference"
         )
     impls.append(Impl("reference", "backend", _backend("reference", case.qk)))
-    if backends["numba"] is None and case.dtype == "bfloat16":
-        impls.append(Impl("numba", "backend", _unavailable(NUMBA_DTYPES_NOTE)))
-    elif backends["numba"] is None:
+    if backends["numba"] is None:
         impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
         if not case.qk:
             impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
         if not case.qk and case.shape[1] == 1:
             impls.append(Impl("numba offset+1", "backend", _next_token, NEXT_TOKEN_NOTE))
+        impls += _framework_rows(case)
     if _installed("torch"):
         impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
         impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
@@ -156,18 +155,6 @@ def _numba_copy_kernel() -> Callable[[np.ndarray, np.ndarray], None]:
     return copy
 
 
-NUMBA_DTYPES_NOTE = "the Numba kernel takes float16, float32 and float64, not bfloat16"
-
-
-def _unavailable(why: str) -> Callable[[np.ndarray], Prepared]:
-    """An implementation that cannot run this case: its row carries `why`."""
-
-    def prepare(x: np.ndarray) -> Prepared:
-        raise Unavailable(why)
-
-    return prepare
-
-
 def _backend(name: BackendName, qk: bool) -> Callable[[np.ndarray], Prepared]:
     def prepare(x: np.ndarray) -> Prepared:
         spec = RopeSpec(x.shape[-1])
@@ -175,6 +162,36 @@ def _backend(name: BackendName, qk: bool) -> Callable[[np.ndarray], Prepared]:
             k = _second(x)
             return lambda: apply_rope_qk(x, k, spec, seq_axis=-3, backend=name)
         return lambda: apply_rope(x, spec, seq_axis=-3, backend=name)
+
+    return prepare
+
+
+def _framework_rows(case: Case) -> list[Impl]:
+    """The kernel on the arrays of PyTorch and JAX users: ``backend="auto"``, no copy."""
+    rows = []
+    if _installed("torch"):
+        rows.append(Impl("numba (torch tensor)", "backend", _framework(case, "torch")))
+    if _installed("jax") and not case.qk and case.dtype != "float64":  # JAX: float32 default
+        rows.append(Impl("numba (JAX array)", "backend", _framework(case, "jax")))
+    return rows
+
+
+def _framework(case: Case, framework: str) -> Callable[[np.ndarray], Prepared]:
+    def prepare(x: np.ndarray) -> Prepared:
+        if framework == "torch":
+            import torch
+
+            def convert(a: np.ndarray) -> Any:
+                return torch.from_numpy(a.astype(np.float32)).to(getattr(torch, case.dtype))
+        else:
+            import jax
+
+            convert = jax.numpy.asarray
+        spec, t = RopeSpec(x.shape[-1]), convert(x)
+        if case.qk:
+            k = convert(_second(x))
+            return lambda: apply_rope_qk(t, k, spec, seq_axis=-3, backend="auto")
+        return lambda: apply_rope(t, spec, seq_axis=-3, backend="auto")
 
     return prepare
 

@@ -1,0 +1,220 @@
+"""PyTorch custom operators for the Numba kernel: autograd and ``torch.compile``.
+
+``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the Numba kernel on NumPy views of
+CPU tensors (`rope_ref._engine.cpu_arrays`). Each has a fake implementation (an output
+like its input, for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the
+gradient of ``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the
+same positions, by the same operator (with an attention factor or xPos scale ``a``,
+``(aR)^T = aR^T`` is what ``inverse=True`` applies). `torch.compile` therefore sees one
+opaque operator per call and no graph break, and compiled calls run the eager kernel,
+bit for bit.
+
+A spec is not a tensor nor a number, so the operators take a key into `_specs`, which
+maps each distinct spec (by value) to a small integer for the life of the process;
+`torch.compile` looks the key up when it traces (a constant of the graph; the spec is
+guarded on as any other object the traced function reads).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine import cpu_arrays
+
+__all__ = ["apply", "apply_qk"]
+
+#: Spec (or None: the default for x's head_dim) -> key, and key -> spec.
+_specs: dict[RopeSpec | None, int] = {}
+_by_key: list[RopeSpec | None] = []
+_new_key = threading.Lock()
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
+def _spec_key(spec: Any) -> int | None:
+    """The operators' key for `spec`; None when it is not a hashable RopeSpec or None."""
+    if not (spec is None or type(spec) is RopeSpec):
+        return None
+    try:
+        key = _specs.get(spec)
+    except TypeError:  # a scaling rule that cannot be hashed
+        return None
+    if key is None:
+        with _new_key:
+            key = _specs.get(spec)
+            if key is None:
+                key = _specs[spec] = len(_by_key)
+                _by_key.append(spec)
+    return key
+
+
+def _scalars(offset: Any, seq_axis: Any, inverse: Any, seq_len: Any) -> tuple[Any, ...] | None:
+    """``(offset, float_offset, seq_axis, inverse, seq_len)`` as the schema takes them."""
+    if type(seq_axis) is not int or type(inverse) is not bool:
+        return None
+    if not (seq_len is None or type(seq_len) in (int, float)):
+        return None
+    seq_len = None if seq_len is None else float(seq_len)
+    if type(offset) is int and -(2**63) <= offset < 2**63:
+        return offset, None, seq_axis, inverse, seq_len
+    if type(offset) is float:
+        return 0, offset, seq_axis, inverse, seq_len
+    return None
+
+
+def _positions(positions: Any) -> tuple[bool, torch.Tensor | None]:
+    """``(usable, positions)``: None, or a CPU tensor; other positions are not for here."""
+    if positions is None:
+        return True, None
+    if isinstance(positions, torch.Tensor) and positions.device.type == "cpu":
+        return True, positions
+    return False, None
+
+
+def apply(
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    role: Any,
+    *,
+    x: torch.Tensor,
+) -> torch.Tensor | None:
+    """``rope_ref::apply_rope`` of tensor `x`; None when an argument is not for the op."""
+    key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
+    usable, p = _positions(positions)
+    if key is None or scalars is None or not usable or role not in (None, "query", "key"):
+        return None
+    result: torch.Tensor = torch.ops.rope_ref.apply_rope(x, p, key, *scalars, role)
+    return result
+
+
+def apply_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``rope_ref::apply_rope_qk`` of tensors `q` and `k`; None when not for the op."""
+    key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
+    usable, p = _positions(positions)
+    k_usable, kp = _positions(k_positions)
+    if key is None or scalars is None or not (usable and k_usable):
+        return None
+    q_rot, k_rot = torch.ops.rope_ref.apply_rope_qk(q, k, p, kp, key, *scalars)
+    return q_rot, k_rot
+
+
+def _offset(offset: int, float_offset: float | None) -> int | float:
+    return offset if float_offset is None else float_offset
+
+
+@torch.library.custom_op("rope_ref::apply_rope", mutates_args=(), device_types="cpu")
+def _apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | None,
+    spec_key: int,
+    offset: int,
+    float_offset: float | None,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    role: str | None,
+) -> torch.Tensor:
+    from rope_ref._engine.api import apply_rope
+
+    out = torch.empty_like(x)
+    spec = _by_key[spec_key]
+    cpu_arrays.torch_direct(apply_rope, x.resolve_neg(), out, spec, positions,
+                            _offset(offset, float_offset), seq_axis, inverse, seq_len,
+                            "rotate_half", role)  # fmt: skip
+    return out
+
+
+@_apply_rope.register_fake
+def _apply_rope_fake(x: torch.Tensor, *args: Any) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _save_args(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """Keep what the backward needs: everything but the rotated tensors' values."""
+    ctx.args = inputs[1:]
+
+
+def _apply_rope_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    positions, key, offset, float_offset, seq_axis, inverse, seq_len, role = ctx.args
+    back = _apply_rope(
+        grad, positions, key, offset, float_offset, seq_axis, not inverse, seq_len, role
+    )
+    return (back, *([None] * 8))
+
+
+_apply_rope.register_autograd(_apply_rope_backward, setup_context=_save_args)
+
+
+@torch.library.custom_op("rope_ref::apply_rope_qk", mutates_args=(), device_types="cpu")
+def _apply_rope_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor | None,
+    k_positions: torch.Tensor | None,
+    spec_key: int,
+    offset: int,
+    float_offset: float | None,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    from rope_ref._engine.api import apply_rope_qk
+
+    rotated = cpu_arrays.torch_direct_qk(
+        apply_rope_qk, q.resolve_neg(), k.resolve_neg(), _by_key[spec_key], positions,
+        k_positions, _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
+    )  # fmt: skip
+    outs = []
+    for result, like in zip(rotated, (q, k), strict=True):
+        out = torch.empty_like(like)
+        outs.append(result if result.stride() == out.stride() else out.copy_(result))
+    return outs[0], outs[1]
+
+
+@_apply_rope_qk.register_fake
+def _apply_rope_qk_fake(
+    q: torch.Tensor, k: torch.Tensor, *args: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def _apply_rope_qk_backward(
+    ctx: Any, grad_q: torch.Tensor | None, grad_k: torch.Tensor | None
+) -> tuple[Any, ...]:
+    _, positions, k_positions, key, offset, float_offset, seq_axis, inverse, seq_len = ctx.args
+    (q_shape, k_shape), options = ctx.like
+    gq = torch.zeros(q_shape, **options) if grad_q is None else grad_q
+    gk = torch.zeros(k_shape, **options) if grad_k is None else grad_k
+    back_q, back_k = _apply_rope_qk(
+        gq, gk, positions, k_positions, key, offset, float_offset, seq_axis, not inverse, seq_len
+    )
+    return (back_q, back_k, *([None] * 8))
+
+
+def _save_qk_args(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """`_save_args`, and the shapes of q and k for a gradient that is not given."""
+    q, k = inputs[:2]
+    ctx.args = inputs[1:]
+    ctx.like = (q.shape, k.shape), {"dtype": q.dtype, "device": q.device}
+
+
+_apply_rope_qk.register_autograd(_apply_rope_qk_backward, setup_context=_save_qk_args)

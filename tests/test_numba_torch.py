@@ -1,0 +1,208 @@
+"""PyTorch CPU tensors and JAX CPU arrays through the Numba kernel, on views of their memory.
+
+Each result is compared bit for bit with the kernel's NumPy call on the same values (the
+NumPy kernel is itself checked against the reference and an independent rotation in
+test_numba_kernel.py and test_numba_bfloat16.py); results come back as the caller's type
+and dtype, inputs are never written, and what the kernel cannot take is refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+torch = pytest.importorskip("torch")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+pytestmark = pytest.mark.skipif(
+    rr.available_backends()["numba"] is not None, reason="the numba backend is not installed"
+)
+
+SPEC = rr.RopeSpec(64)
+PARTIAL = rr.RopeSpec(40, rotary_dim=16, rotary_start=4, layout="interleaved")
+TORCH_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def as_numpy(t):
+    """Tensor `t` as a NumPy array of the same bits (bfloat16 as ml_dtypes), a copy."""
+    if t.dtype == torch.bfloat16:
+        return t.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    return t.detach().numpy().copy()
+
+
+def assert_same_bits(got, want: np.ndarray) -> None:
+    got = as_numpy(got) if isinstance(got, torch.Tensor) else np.asarray(got)
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def tensor(shape, dtype, seed=0):
+    return torch.from_numpy(np.random.default_rng(seed).standard_normal(shape)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+@pytest.mark.parametrize("rows", [6, 320], ids=["serial", "parallel"])
+def test_tensors_equal_the_numpy_kernel(dtype, backend, rows):
+    x = tensor((2, rows // 2, 3, 64), dtype)
+    before = x.clone()
+    y = rr.apply_rope(x, SPEC, seq_axis=-3, offset=7, backend=backend)
+    assert type(y) is torch.Tensor
+    assert y.dtype == dtype
+    assert y.device == x.device
+    want = rr.apply_rope(as_numpy(x), SPEC, seq_axis=-3, offset=7, backend="numba")
+    assert_same_bits(y, want)
+    assert torch.equal(x.view(torch.uint8), before.view(torch.uint8))  # x is not written
+
+
+def test_a_tensor_requiring_grad_under_no_grad_takes_the_kernel_directly():
+    x = tensor((2, 5, 64), torch.float32, 11).requires_grad_()
+    with torch.no_grad():
+        y = rr.apply_rope(x, SPEC, offset=4, backend="auto")
+    assert y.grad_fn is None
+    assert not y.requires_grad
+    assert_same_bits(y, rr.apply_rope(as_numpy(x), SPEC, offset=4, backend="numba"))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_views_of_a_fused_qkv_projection_are_read_in_place(dtype):
+    """q is a strided slice of one (batch, seq, 3 * heads * head_dim) projection; out= a
+    slice of another such buffer is written in place, the rest of it untouched."""
+    qkv = tensor((2, 5, 3 * 4 * 40), dtype, seed=1)
+    q = qkv.view(2, 5, 3, 4, 40)[:, :, 0]
+    want = rr.apply_rope(as_numpy(q), PARTIAL, seq_axis=-3, backend="numba")
+    assert_same_bits(rr.apply_rope(q, PARTIAL, seq_axis=-3, backend="auto"), want)
+    target = torch.zeros_like(qkv)
+    out = target.view(2, 5, 3, 4, 40)[:, :, 1]
+    assert rr.apply_rope(q, PARTIAL, seq_axis=-3, backend="numba", out=out) is out
+    assert_same_bits(out, want)
+    assert not target.view(2, 5, 3, 4, 40)[:, :, [0, 2]].any()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_out_and_in_place(dtype):
+    x = tensor((3, 9, 64), dtype, seed=2)
+    want = rr.apply_rope(as_numpy(x), SPEC, offset=3, backend="numba")
+    out = torch.empty_like(x)
+    assert rr.apply_rope(x, SPEC, offset=3, backend="numba", out=out) is out
+    assert_same_bits(out, want)
+    pointer = x.data_ptr()
+    assert rr.apply_rope(x, SPEC, offset=3, backend="auto", out=x) is x
+    assert x.data_ptr() == pointer
+    assert_same_bits(x, want)
+
+
+def test_positions_tensors_and_qk_equal_the_numpy_calls():
+    x, k = tensor((2, 6, 64), torch.float32, 3), tensor((2, 9, 64), torch.float32, 4)
+    positions = torch.tensor([[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]])
+    want = rr.apply_rope(as_numpy(x), SPEC, positions.numpy(), backend="numba")
+    assert_same_bits(rr.apply_rope(x, SPEC, positions, backend="numba"), want)
+    q_rot, k_rot = rr.apply_rope_qk(x, k, SPEC, offset=5, backend="auto")
+    q_want, k_want = rr.apply_rope_qk(as_numpy(x), as_numpy(k), SPEC, offset=5, backend="numba")
+    assert_same_bits(q_rot, q_want)
+    assert_same_bits(k_rot, k_want)
+
+
+def test_decoding_calls_reuse_their_plan_and_stay_exact():
+    """The short road: one token at growing offsets equals explicit positions."""
+    x = tensor((1, 1, 4, 64), torch.float32, 5)
+    for offset in (0, 63, 64, 1000, 2**40):
+        got = rr.apply_rope(x, SPEC, seq_axis=-3, offset=offset, backend="auto")
+        explicit = rr.apply_rope(as_numpy(x), SPEC, np.array([offset]), seq_axis=-3)
+        np.testing.assert_allclose(got.numpy(), explicit, rtol=0, atol=2e-6)
+        assert_same_bits(got, rr.apply_rope(as_numpy(x), SPEC, np.array([offset]),
+                                            seq_axis=-3, backend="numba"))  # fmt: skip
+
+
+def test_a_tensor_on_another_device_is_refused_by_numba_and_left_by_auto():
+    x = torch.empty((2, 64), device="meta")
+    with pytest.raises(TypeError, match=r"`x` must be a CPU tensor for backend='numba'; got a "
+                       r"tensor on meta"):  # fmt: skip
+        rr.apply_rope(x, SPEC, backend="numba")
+    with pytest.raises(TypeError, match=r"`q` must be a CPU tensor"):
+        rr.apply_rope_qk(x, x, SPEC, backend="numba")
+
+
+def test_a_negative_bit_is_refused_by_numba_and_resolved_by_auto():
+    base = tensor((3, 64), torch.float32, 6)
+    x = torch._neg_view(base)
+    assert x.is_neg()
+    with pytest.raises(ValueError, match=r"`x` must not have its negative or conjugate bit"):
+        rr.apply_rope(x, SPEC, backend="numba")
+    want = rr.apply_rope(-as_numpy(base), SPEC)  # the reference, on the values x stands for
+    np.testing.assert_array_equal(rr.apply_rope(x, SPEC, backend="auto").numpy(), want)
+
+
+@pytest.mark.parametrize(
+    ("make_out", "error", "match"),
+    [
+        (lambda x: torch.empty_like(x).requires_grad_(), ValueError, "`out` must not require"),
+        (lambda x: np.empty(tuple(x.shape), np.float32), TypeError, "`out` must be a torch"),
+        (lambda x: torch.empty_like(x, dtype=torch.float64), ValueError, "`out` must have x's"),
+        (lambda x: torch.empty((3, 64), device="meta"), ValueError, "`out` must be a plain CPU"),
+    ],
+)
+def test_bad_out_is_refused_by_name(make_out, error, match):
+    x = tensor((3, 64), torch.float32, 7)
+    with pytest.raises(error, match=match):
+        rr.apply_rope(x, SPEC, backend="numba", out=make_out(x))
+
+
+def test_out_is_refused_for_a_tensor_recording_gradients():
+    x = tensor((3, 64), torch.float64, 8).requires_grad_()
+    with pytest.raises(ValueError, match="`out` must be None when `x` records gradients"):
+        rr.apply_rope(x, SPEC, backend="numba", out=torch.empty(3, 64, dtype=torch.float64))
+
+
+# ----------------------------------------------------------------------------------------
+# JAX
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_jax_arrays_equal_the_numpy_kernel(dtype):
+    jax = pytest.importorskip("jax")
+    x_np = np.random.default_rng(9).standard_normal((2, 33, 4, 64)).astype(dtype)
+    x = jax.numpy.asarray(x_np)
+    y = rr.apply_rope(x, SPEC, seq_axis=-3, offset=2, backend="auto")
+    assert isinstance(y, jax.Array)
+    assert y.dtype == x.dtype
+    assert_same_bits(y, rr.apply_rope(x_np, SPEC, seq_axis=-3, offset=2, backend="numba"))
+    q, k = rr.apply_rope_qk(x, x, SPEC, seq_axis=-3, backend="numba")
+    q_want, _ = rr.apply_rope_qk(x_np, x_np, SPEC, seq_axis=-3, backend="numba")
+    assert_same_bits(q, q_want)
+    assert_same_bits(k, q_want)
+    np.testing.assert_array_equal(np.asarray(x).view("u1"), x_np.view("u1"))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [SPEC, rr.RopeSpec(64, xpos=rr.XPos()), rr.RopeSpec(64, scaling=rr.scaling.DynamicNTK(4.0, 4))],
+    ids=["plain", "xpos", "dynamic-ntk"],
+)
+@pytest.mark.parametrize("offset", [0, 9, 2.5])
+def test_jax_queries_and_keys_equal_the_numpy_kernel(spec, offset):
+    """Queries shorter than the keys (decoding against a cache): the queries take the
+    keys' last positions, as in the NumPy call, whichever road the call takes."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(10)
+    q_np = rng.standard_normal((2, 3, 4, 64)).astype(np.float32)
+    k_np = rng.standard_normal((2, 7, 4, 64)).astype(np.float32)
+    got = rr.apply_rope_qk(jax.numpy.asarray(q_np), jax.numpy.asarray(k_np), spec,
+                           offset=offset, seq_axis=-3, backend="numba")  # fmt: skip
+    want = rr.apply_rope_qk(q_np, k_np, spec, offset=offset, seq_axis=-3, backend="numba")
+    for a, b in zip(got, want, strict=True):
+        assert isinstance(a, jax.Array)
+        assert_same_bits(a, b)
+
+
+def test_jax_out_is_refused_and_tracers_take_the_general_path():
+    jax = pytest.importorskip("jax")
+    x = jax.numpy.ones((3, 64), dtype="float32")
+    with pytest.raises(TypeError, match=r"`out` must be None for JAX arrays"):
+        rr.apply_rope(x, SPEC, backend="numba", out=x)
+    jitted = jax.jit(lambda a: rr.apply_rope(a, SPEC, backend="auto"))
+    want = rr.apply_rope(np.ones((3, 64), np.float32), SPEC)
+    np.testing.assert_allclose(np.asarray(jitted(x)), want, rtol=0, atol=1e-6)
