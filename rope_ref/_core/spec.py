@@ -87,6 +87,12 @@ class RopeSpec:
         ``traditional=False``); ``"interleaved"`` rotates ``(2j, 2j + 1)`` (RoFormer, Meta
         LLaMA, GPT-J, MLX ``traditional=True``, rotary-embedding-torch). Offsets are relative
         to `rotary_start`.
+    output_layout : {"half", "interleaved"}, optional
+        The order in which the rotated pairs are written, when it differs from `layout`
+        (the order they are read in). ``layout="interleaved", output_layout="half"`` reads
+        pairs ``(2j, 2j + 1)`` and writes them to ``(j, j + n_pairs)`` (DeepSeek-V3 and
+        Mistral 4 with ``rope_interleave=True``, Megatron's MLA). None (the default), or
+        the value of `layout`, writes them where they were read.
     scaling : ScalingRule, optional
         A context-extension rule (see `rope_ref.scaling`); it rescales the inverse frequencies
         and may set an attention factor. Must be left unset when `freqs` is given.
@@ -139,6 +145,7 @@ class RopeSpec:
     rotary_start: int = 0
     base: float = 10000.0
     layout: Layout = "half"
+    output_layout: Layout | None = None
     scaling: ScalingRule | None = None
     freqs: Sequence[float] | None = None
     xpos: XPosRule | None = None
@@ -167,6 +174,9 @@ class RopeSpec:
         self._set("rotary_dim", rotary_dim)
         self._set("base", base)
         self._set("layout", check_choice("layout", self.layout, LAYOUTS))
+        if self.output_layout is not None:
+            written = check_choice("output_layout", self.output_layout, LAYOUTS)
+            self._set("output_layout", None if written == self.layout else written)
         self._set(
             "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
         )
@@ -191,6 +201,7 @@ class RopeSpec:
         *,
         layer_type: str | None = None,
         section_order: SectionOrder | None = None,
+        strict: bool = False,
     ) -> RopeSpec:
         """The spec of a Hugging Face transformers config (a config.json dict or object).
 
@@ -250,7 +261,9 @@ high_freq_factor=4.0))
         """
         from rope_ref._config.hf import spec_from_hf
 
-        return spec_from_hf(config, layer_type=layer_type, section_order=section_order)
+        return spec_from_hf(
+            config, layer_type=layer_type, section_order=section_order, strict=strict
+        )
 
     def to_hf(self, *, max_position_embeddings: int | None = None) -> dict[str, object]:
         """Hugging Face config.json entries of this spec (current ``rope_parameters`` format).
@@ -292,6 +305,11 @@ high_freq_factor=4.0))
         from rope_ref._config.hf import spec_to_hf
 
         return spec_to_hf(self, max_position_embeddings=max_position_embeddings)
+
+    @property
+    def written_layout(self) -> Layout:
+        """The layout the rotated pairs are written in: `output_layout`, else `layout`."""
+        return self.output_layout or self.layout
 
     @property
     def n_pairs(self) -> int:

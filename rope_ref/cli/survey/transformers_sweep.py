@@ -264,13 +264,20 @@ def _call_rotary(rotary: Any, p: np.ndarray, layer_type: str | None) -> Any:
         return rotary(x, ids[None, :, :], **kwargs)
 
 
+def _is_cos(table: Any) -> bool:
+    """Whether `table` holds cosines: the probe starts at position 0, where cos is 1."""
+    first = table.reshape(-1, *table.shape[-2:])[0, 0] if table.ndim >= 2 else table
+    return bool((first.abs() > 0.5).all())
+
+
 def _call_apply(apply: Callable[..., Any], q: Any, table: Any) -> Any:
     """`apply` on q (batch, heads, seq, width) with the rotary output; (batch, heads, seq, ...)."""
     params = list(inspect.signature(apply).parameters)
     tables = list(table) if isinstance(table, tuple | list) else [table]
     names = {"cos": None, "sin": None}
     if len(tables) == 2 and "cos" in params and "sin" in params:
-        names = {"cos": tables[0], "sin": tables[1]}
+        cos, sin = tables if _is_cos(tables[0]) else tables[::-1]  # GPT-J returns (sin, cos)
+        names = {"cos": cos, "sin": sin}
     tensors = [p for p in params if p not in ("cos", "sin", "freqs_cis", "freqs", "position_ids")]
     takes_k = len(tensors) > 1 and tensors[1] in ("k", "xk", "key", "key_states", "k_pe")
 
