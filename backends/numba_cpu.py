@@ -97,7 +97,9 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
     n = np.uint64(cos.shape[1])
     tu = np.uint64(t)
     first = np.uint64(start)
-    if interleaved:
+    if interleaved >= 2:  # pairs written in the other layout (`_MODES`)
+        _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
+    elif interleaved:
         one, two = np.uint64(1), np.uint64(2)
         for j in range(n):
             cj = cos[tu, j]
@@ -119,20 +121,40 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
 
 
 @njit(inline="always", cache=True)
+def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row` for pairs read in one layout and written in the other (`out` is not `x`)."""
+    one, two = np.uint64(1), np.uint64(2)
+    for j in range(n):
+        cj = cos[tu, j]
+        sj = sign * sin[tu, j]
+        half, pair = first + j, first + two * j
+        read, write = (pair, half) if from_interleaved else (half, pair)
+        step_in, step_out = (one, n) if from_interleaved else (n, one)
+        u = x[a, b, c, read]
+        v = x[a, b, c, read + step_in]
+        out[a, b, c, write] = u * cj - v * sj
+        out[a, b, c, write + step_out] = v * cj + u * sj
+
+
+@njit(inline="always", cache=True)
 def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, copy_rest, lut, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
     """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
 
-    `buf` is float32 of shape ``(1, 1, 1, head_dim)``.
+    `buf` is float32 of shape ``(2, 1, 1, head_dim)``.
     """
     d = x.shape[3]
     for i in range(d):
         buf[0, 0, 0, i] = lut[x[a, b, c, i]]
-    _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
+    r = 1 if interleaved >= 2 else 0  # pairs written elsewhere: rotate into a second row
+    if r:
+        for i in range(d):
+            buf[1, 0, 0, i] = buf[0, 0, 0, i]
+    _row(buf[0:1], buf[r : r + 1], 0, 0, 0, cos, sin, t, start, interleaved, sign)
     bits = buf.view(np.uint32)
     lo = 0 if copy_rest else start
     hi = d if copy_rest else start + 2 * cos.shape[1]
     for i in range(lo, hi):
-        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[0, 0, 0, i])
+        out[a, b, c, i] = _f32_to_f16_bits(buf[r, 0, 0, i], bits[r, 0, 0, i])
 
 
 # ----------------------------------------------------------------------------------------
@@ -227,7 +249,7 @@ def _in_place_parallel(x, cos, sin, t0, steps, start, interleaved, sign, copy_re
 def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
-    buf = np.empty((1, 1, 1, d), dtype=np.float32)
+    buf = np.empty((2, 1, 1, d), dtype=np.float32)
     a, b, c = _first_row(lo, b_size, c_size)
     for _ in range(lo, hi):
         t = t0 + a * ta + b * tb + c * tc
@@ -320,6 +342,7 @@ def rotate(
     rotary_start: int,
     inverse: bool,
     out: Array | None = None,
+    output_layout: Literal["half", "interleaved"] | None = None,
 ) -> Array:
     """Rotate the pairs of `x` by the angles whose cos/sin are given; the kernel contract.
 
@@ -342,6 +365,9 @@ def rotate(
         Writeable output of `x`'s shape and dtype, no two of whose elements share memory
         (not a broadcast view); `x` itself (in place), or an array that does not overlap
         `x`.
+    output_layout : {"half", "interleaved"}, optional
+        The layout the rotated pairs are written in, when not `layout` (the inverse reads
+        in it and writes in `layout`).
 
     Returns
     -------
@@ -375,7 +401,9 @@ def rotate(
     compute = _COMPUTE_DTYPE[x.dtype]
     cos = np.ascontiguousarray(cos, dtype=compute)
     sin = np.ascontiguousarray(sin, dtype=compute)
-    launch = prepare(x.shape, x.strides, x.dtype, cos.shape, layout, rotary_start, inverse)
+    launch = prepare(
+        x.shape, x.strides, x.dtype, cos.shape, layout, rotary_start, inverse, output_layout
+    )
     return launch(x, out, cos.reshape(-1, n_pairs), sin.reshape(-1, n_pairs))
 
 
@@ -388,12 +416,22 @@ def prepare(
     layout: Literal["half", "interleaved"],
     rotary_start: int,
     inverse: bool,
+    output_layout: Literal["half", "interleaved"] | None = None,
 ) -> Launch:
     """The `Launch` for `x` of this shape, strides and dtype and tables of `table_shape`.
 
     Raises ValueError if the tables do not broadcast to ``shape[:-1] + (n_pairs,)``.
     """
-    return Launch(shape, strides, dtype, table_shape, layout, rotary_start, inverse)
+    return Launch(shape, strides, dtype, table_shape, layout, rotary_start, inverse, output_layout)
+
+
+#: The kernels' layout argument: (layout read, layout written) -> mode.
+_MODES = {
+    ("half", "half"): 0,
+    ("interleaved", "interleaved"): 1,
+    ("interleaved", "half"): 2,
+    ("half", "interleaved"): 3,
+}
 
 
 class Launch:
@@ -416,11 +454,15 @@ class Launch:
         layout: str,
         rotary_start: int,
         inverse: bool,
+        output_layout: str | None = None,
     ) -> None:
         self._geometry = (shape, strides, table_shape)
+        read, written = layout, output_layout or layout
+        if inverse:
+            read, written = written, read
         self._args = (
             rotary_start,
-            layout == "interleaved",
+            _MODES[read, written],
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
@@ -438,6 +480,9 @@ class Launch:
         sin: np.ndarray,
         first_row: int = 0,
     ) -> np.ndarray:
+        if out is x and self._args[1] >= 2:  # pairs move: rotate into a copy, then back
+            x[...] = self(x, None, cos, sin, first_row)
+            return x
         if out is None:
             out = np.empty_like(x)
             plan = self._new or self._plan(out, new=True)

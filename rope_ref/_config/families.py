@@ -257,6 +257,15 @@ FAMILIES: dict[str, Family] = {
         "transformers/models/bloom/modeling_bloom.py: build_alibi_tensor",
         no_rope="Bloom adds ALiBi biases to the attention scores; it has no RoPE",
     ),
+    "jamba": Family(
+        "transformers/models/jamba/modeling_jamba.py: JambaAttention (no position embedding)",
+        no_rope="Jamba's attention layers use no position encoding (its Mamba layers order)",
+    ),
+    "nemotron_h": Family(
+        "transformers/models/nemotron_h/modeling_nemotron_h.py: NemotronHAttention "
+        "(no position embedding)",
+        no_rope="Nemotron-H's attention layers use no position encoding",
+    ),
     "falcon": Family(
         "transformers/models/falcon/modeling_falcon.py: FalconAttention (alibi=True)",
         no_rope="this Falcon config sets alibi=true: ALiBi biases, no RoPE",

@@ -5,8 +5,9 @@ module, the sweep builds the package's default config, drives the family's own r
 (every layer type it accepts) and its own apply function at positions far from 0 (M-RoPE
 with distinct axes), and compares the result with `RopeSpec.from_hf` of the same config
 applied by rope_ref under the default error model. Each family agrees, disagrees (with the
-largest error as a share of the tolerance), has no RoPE (a refusal naming why), or is
-listed with the reason it cannot be driven.
+largest error as a share of the tolerance), makes from_hf raise on a config its own code
+accepts, has no RoPE (from_hf refuses, naming why), is refused (a rotation no RopeSpec
+states, from_hf saying so), or is listed with the reason it cannot be driven.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,9 @@ class FamilyResult:
     """The sweep's verdict on one model package."""
 
     model_type: str
-    verdict: str  # "agree", "disagree", "no RoPE", "not driven"
+    #: "agree", "disagree", "from_hf refuses" (a config the family's code accepts), "no RoPE",
+    #: "refused" (a rotation no RopeSpec states), "not driven".
+    verdict: str
     detail: str = ""
     cases: tuple[str, ...] = field(default=())
 
@@ -54,6 +58,10 @@ class FamilyResult:
 
 class NotDrivenError(Exception):
     """A family the sweep cannot drive; the message says why."""
+
+
+class FromHfRefusesError(Exception):
+    """`RopeSpec.from_hf` raised on a config the family's own rotary module accepts."""
 
 
 def families() -> list[str]:
@@ -73,7 +81,7 @@ def families() -> list[str]:
             continue
         folder = f"{models.__path__[0]}/{info.name}"
         texts = [
-            open(f"{folder}/{m.name}.py", encoding="utf-8").read()  # noqa: SIM115
+            Path(f"{folder}/{m.name}.py").read_text(encoding="utf-8")
             for m in pkgutil.iter_modules([folder])
             if m.name.startswith("modeling_")
             and not m.name.startswith(("modeling_tf", "modeling_flax"))
@@ -315,7 +323,11 @@ def _case(
     from rope_ref._config.hf import spec_from_hf
 
     label = layer_type or "all layers"
-    spec = _quiet(lambda: spec_from_hf(config, layer_type=layer_type))
+    try:
+        spec = _quiet(lambda: spec_from_hf(config, layer_type=layer_type))
+    except (TypeError, ValueError) as err:
+        msg = f"{type(err).__name__}: {err}"
+        raise FromHfRefusesError(msg) from None
     n_axes = _n_axes(rotary, config, spec)
     p = _positions(n_axes, config)
     table = _quiet(lambda: _call_rotary(rotary, p, layer_type))
@@ -379,8 +391,10 @@ def _layer_types(rotary_cls: type, config: Any) -> list[str | None]:
     forward = inspect.signature(rotary_cls.forward).parameters
     if "layer_type" not in forward:
         return [None]
-    kinds = getattr(config, "layer_types", None) or []
-    return list(dict.fromkeys(kinds)) or [None]
+    kinds = list(dict.fromkeys(getattr(config, "layer_types", None) or []))
+    params = getattr(config, "rope_parameters", None) or {}
+    keyed = [k for k in kinds if k in params]  # layer types with RoPE ("conv" layers have none)
+    return keyed or kinds or [None]
 
 
 def sweep_family(name: str) -> FamilyResult:
@@ -389,6 +403,8 @@ def sweep_family(name: str) -> FamilyResult:
         return _sweep_family(name)
     except NotDrivenError as err:
         return FamilyResult(name, "not driven", str(err))
+    except FromHfRefusesError as err:
+        return FamilyResult(name, "from_hf refuses", str(err)[:240])
     except Exception as err:
         text = f"{type(err).__name__}: {err}".splitlines()[0][:240]
         if "ALiBi" in text or "no RoPE" in text:
@@ -397,8 +413,18 @@ def sweep_family(name: str) -> FamilyResult:
 
 
 def _sweep_family(name: str) -> FamilyResult:
+    from rope_ref._config.families import FAMILIES
+    from rope_ref._config.hf import spec_from_hf
+
     modules = _modules(name)
     config = _default_config(name)
+    family = FAMILIES.get(name)
+    if family is not None and (family.no_rope or family.refused):
+        try:
+            _quiet(lambda: spec_from_hf(config))
+        except ValueError as err:
+            verdict = "no RoPE" if family.no_rope else "refused"
+            return FamilyResult(name, verdict, str(err))
     found = _rotary_classes(modules)
     rotaries = [r for r in found if not _TOWER.search(r.__name__)]
     if not found:
@@ -461,11 +487,11 @@ def sweep(
 
 def sweep_lines(results: list[FamilyResult]) -> list[str]:
     """The sweep as text: the counts, then one line per family grouped by verdict."""
-    order = ("disagree", "agree", "no RoPE", "not driven")
+    order = ("disagree", "from_hf refuses", "agree", "no RoPE", "refused", "not driven")
     counts = {v: sum(r.verdict == v for r in results) for v in order}
     lines = [", ".join(f"{counts[v]} {v}" for v in order)]
     for verdict in order:
         for r in results:
             if r.verdict == verdict:
-                lines.append(f"{verdict:10}  {r.model_type:26}  {r.detail}")
+                lines.append(f"{verdict:15}  {r.model_type:26}  {r.detail}")
     return lines
