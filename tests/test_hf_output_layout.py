@@ -8,6 +8,8 @@ its host emulation (nvcc, no GPU).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -45,7 +47,7 @@ def test_spec_field() -> None:
     assert SPEC.written_layout == "half"
     assert rr.RopeSpec(8, layout="half", output_layout="half").output_layout is None
     with pytest.raises(ValueError, match=r"`output_layout` must be one of"):
-        rr.RopeSpec(8, output_layout="both")  # type: ignore[arg-type]
+        rr.RopeSpec(8, output_layout="both")
 
 
 @pytest.mark.parametrize("inverse", [False, True])
@@ -67,7 +69,8 @@ def test_numba(dtype: type, inverse: bool, in_place: bool) -> None:
     work = x.copy()
     out = work if in_place else None
     y = rr.apply_rope(work, SPEC, p, inverse=inverse, backend="numba", out=out)
-    tol = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-12}[dtype]
+    tolerances: dict[Any, float] = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-12}
+    tol = tolerances[dtype]
     np.testing.assert_allclose(y.astype(np.float64), expected.astype(np.float64), atol=tol)
     np.testing.assert_allclose(
         y.astype(np.float64), _expected(x, p, inverse=inverse), atol=4 * tol + 1e-12

@@ -59,7 +59,7 @@ class Family:
 
 DEFAULT = Family("transformers/models/llama/modeling_llama.py: rotate_half")
 
-_EVERY_TWO = "interleaved"
+_EVERY_TWO: Layout = "interleaved"
 _GLM = "transformers/models/glm/modeling_glm.py: rotate_half (x[..., 0::2], x[..., 1::2])"
 _COHERE = "transformers/models/cohere/modeling_cohere.py: rotate_half (x[..., ::2], x[..., 1::2])"
 _COMPLEX = "apply_rotary_emb: torch.view_as_complex(x.reshape(..., -1, 2)) * freqs_cis"

@@ -294,8 +294,8 @@ def _head_dim(
     layer: ConfigReader | None, cfg: ConfigReader, family: Family, rope_type: str
 ) -> tuple[int, str]:
     """The head size RoPE sees and the key it was read from."""
-    for reader in (layer, cfg):
-        for key in (*family.head_dim_keys, "head_dim") if reader is not None else ():
+    for reader in [r for r in (layer, cfg) if r is not None]:
+        for key in (*family.head_dim_keys, "head_dim"):
             head_dim = _per_layer_safe(reader, key)
             if head_dim is not None:
                 return head_dim, key
@@ -455,6 +455,8 @@ def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) ->
             )
             raise ValueError(msg)
         extra["max_position_embeddings"] = max_position_embeddings
+    if spec.output_layout is not None:
+        extra["rope_interleave"] = True  # DeepSeek-V3's key: interleaved read, half written
     return {"head_dim": spec.head_dim, "rope_parameters": params, **extra}
 
 
@@ -482,8 +484,13 @@ def _hf_integer(name: str, value: object, key: str) -> int:
 
 def _check_expressible(spec: RopeSpec) -> None:
     problems = []
-    if spec.layout != "half":
-        problems.append("layout='interleaved' (HF rotates half-split pairs)")
+    if spec.layout != "half" and spec.output_layout != "half":
+        problems.append(
+            "layout='interleaved' (HF rotates half-split pairs, or interleaved ones written "
+            "in half order: output_layout='half')"
+        )
+    if spec.layout == "half" and spec.output_layout is not None:
+        problems.append("output_layout='interleaved' (HF writes half order)")
     if spec.rotary_start != 0:
         problems.append(f"rotary_start={spec.rotary_start} (HF rotates the first features)")
     if spec.freqs is not None:
@@ -574,3 +581,54 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
         # Without a factor HF would derive one from max_position_embeddings: pin the value.
         params["attention_factor"] = rule.attention_factor(seq_len=None)
     return params
+
+
+# --- one spec per layer -------------------------------------------------------------------
+
+
+def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
+    """See `RopeSpec.from_hf_layers`."""
+    outer = ConfigReader(config)
+    cfg = outer
+    text = outer.section("text_config")
+    if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
+        cfg = text
+    _, family = _family(outer, cfg)
+    types = cfg.strings("layer_types")
+    count = cfg.integer("num_hidden_layers")
+    if count is None and types is None:
+        msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
+        raise ValueError(msg)
+    n = len(types) if types is not None else int(count or 0)
+    uses_rope = _rope_layers(cfg, family, n)
+    top = _legacy_layer_parameters(_top_rope_parameters(cfg), cfg, family)
+    keyed = set(_keys(top)) & set(types or ())
+    specs: dict[str | None, RopeSpec] = {}
+    result: list[RopeSpec | None] = []
+    for i in range(n):
+        kind = types[i] if types is not None and types[i] in keyed else None
+        if not uses_rope[i] or (keyed and kind is None):
+            result.append(None)  # no RoPE here (or a layer type without RoPE parameters)
+            continue
+        if kind not in specs:
+            specs[kind] = spec_from_hf(config, layer_type=kind, strict=strict)
+        result.append(specs[kind])
+    return tuple(result)
+
+
+def _rope_layers(cfg: ConfigReader, family: Family, n: int) -> list[bool]:
+    """Whether each of the `n` layers applies RoPE (the family's per-layer flags)."""
+    key = family.rope_layers_key
+    if key is None:
+        return [True] * n
+    flags = cfg.raw(key)
+    if flags is None:
+        interval = cfg.integer(family.rope_layers_interval_key or "", minimum=1) or 4
+        return [(i + 1) % interval != 0 for i in range(n)]  # HF's default: every n-th has none
+    if isinstance(flags, str | bytes) or not isinstance(flags, list | tuple) or len(flags) != n:
+        cfg.fail(key, f"a list of {n} flags (1: the layer applies RoPE, 0: it does not)", flags,
+                 ValueError)  # fmt: skip
+    if not all(isinstance(f, bool | int) and f in (0, 1) for f in flags):
+        cfg.fail(key, f"a list of {n} flags (1: the layer applies RoPE, 0: it does not)", flags,
+                 ValueError)  # fmt: skip
+    return [bool(f) for f in flags]

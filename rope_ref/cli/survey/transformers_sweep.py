@@ -13,6 +13,7 @@ states, from_hf saying so), or is listed with the reason it cannot be driven.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -69,7 +70,6 @@ def families() -> list[str]:
 
     Examples
     --------
-    >>> # needs: transformers
     >>> "llama" in families()  # doctest: +SKIP
     True
     """
@@ -92,8 +92,7 @@ def families() -> list[str]:
 
 
 def _quiet(call: Callable[[], Any]) -> Any:
-    import transformers
-
+    transformers: Any = importlib.import_module("transformers")
     transformers.logging.set_verbosity_error()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
@@ -111,7 +110,7 @@ def _modules(name: str) -> list[Any]:
         and not m.name.startswith(("modeling_tf", "modeling_flax"))
     ]
     return [
-        _quiet(lambda n=n: importlib.import_module(f"transformers.models.{name}.{n}"))
+        _quiet(functools.partial(importlib.import_module, f"transformers.models.{name}.{n}"))
         for n in names
     ]
 
@@ -146,7 +145,7 @@ def _sub_configs(config: Any, depth: int = 0) -> Iterator[Any]:
             yield from _sub_configs(value, depth + 1)
 
 
-def _rotary_classes(modules: list[Any]) -> list[type]:
+def _rotary_classes(modules: list[Any]) -> list[type[Any]]:
     import torch
 
     found = []
@@ -157,18 +156,18 @@ def _rotary_classes(modules: list[Any]) -> list[type]:
                 and issubclass(obj, torch.nn.Module)
                 and obj.__module__ == mod.__name__
                 and "Rotary" in attr
-                and "config" in inspect.signature(obj.__init__).parameters
+                and "config" in inspect.signature(obj).parameters
             ):
                 found.append(obj)
     return found
 
 
-def _build_rotary(rotary: type, config: Any) -> tuple[Any, Any]:
+def _build_rotary(rotary: type[Any], config: Any) -> tuple[Any, Any]:
     """The rotary module and the config it is built from (`config` or one nested in it).
 
     The config its signature names comes first, then the text config, then the others.
     """
-    annotation = inspect.signature(rotary.__init__).parameters["config"].annotation
+    annotation = inspect.signature(rotary).parameters["config"].annotation
     subs = list(_sub_configs(config))
     named = [s for s in subs if isinstance(annotation, type) and isinstance(s, annotation)]
     text = [s for s in subs if "text" in type(s).__name__.lower()]
@@ -176,7 +175,8 @@ def _build_rotary(rotary: type, config: Any) -> tuple[Any, Any]:
     errors = []
     for sub in ordered:
         try:
-            return _quiet(lambda sub=sub: rotary(sub)), sub
+            build: Callable[..., Any] = rotary
+            return _quiet(functools.partial(build, sub)), sub
         except Exception as err:
             errors.append(f"{type(err).__name__}: {err}")
     msg = f"{rotary.__name__} cannot be built from the default config: {errors[0]}"
@@ -222,13 +222,13 @@ def _head_dim(modules: list[Any], config: Any) -> int | None:
                 and obj.__module__ == mod.__name__
             ):
                 continue
-            params = inspect.signature(obj.__init__).parameters
+            params = inspect.signature(obj).parameters
             if "config" not in params:
                 continue
             kwargs = {"layer_idx": 0} if "layer_idx" in params else {}
             try:
                 with torch.device("meta"):
-                    attention = _quiet(lambda obj=obj, kwargs=kwargs: obj(config, **kwargs))
+                    attention = _quiet(functools.partial(obj, config, **kwargs))
             except Exception:
                 continue
             for key in ("qk_rope_head_dim", "head_dim", "attention_head_size", "head_size"):
@@ -282,7 +282,7 @@ def _call_apply(apply: Callable[..., Any], q: Any, table: Any) -> Any:
     """`apply` on q (batch, heads, seq, width) with the rotary output; (batch, heads, seq, ...)."""
     params = list(inspect.signature(apply).parameters)
     tables = list(table) if isinstance(table, tuple | list) else [table]
-    names = {"cos": None, "sin": None}
+    names: dict[str, Any] = {"cos": None, "sin": None}
     if len(tables) == 2 and "cos" in params and "sin" in params:
         cos, sin = tables if _is_cos(tables[0]) else tables[::-1]  # GPT-J returns (sin, cos)
         names = {"cos": cos, "sin": sin}
@@ -338,7 +338,7 @@ def _case(
     for width in widths:
         x = rng.uniform(-1.0, 1.0, (BATCH, HEADS, p.shape[0], width)).astype(np.float32)
         try:
-            y = _quiet(lambda x=x: _call_apply(apply, torch.from_numpy(x.copy()), table))
+            y = _quiet(functools.partial(_call_apply, apply, torch.from_numpy(x.copy()), table))
         except Exception as err:
             last = err
             continue
@@ -387,7 +387,7 @@ def _brief(spec: RopeSpec) -> str:
     return ", ".join(parts)
 
 
-def _layer_types(rotary_cls: type, config: Any) -> list[str | None]:
+def _layer_types(rotary_cls: type[Any], config: Any) -> list[str | None]:
     forward = inspect.signature(rotary_cls.forward).parameters
     if "layer_type" not in forward:
         return [None]
@@ -473,7 +473,6 @@ def sweep(
 
     Examples
     --------
-    >>> # needs: transformers
     >>> [r.verdict for r in sweep(["llama"])]  # doctest: +SKIP
     ['agree']
     """
