@@ -77,3 +77,16 @@ def test_cli_json(capsys):
         ("llama", "agree"),
         ("mpt", "no RoPE"),
     ]
+
+
+def test_default_configs_have_no_unknown_keys(results):
+    # The unknown-key check must stay silent on every config transformers itself builds.
+    from rope_ref._config.hf_keys import check_known_keys
+    from rope_ref._config.hf_reader import ConfigReader
+    from rope_ref.cli.survey.transformers_sweep import _default_config, _sub_configs
+
+    for r in results:
+        if r.verdict != "agree":
+            continue
+        for sub in _sub_configs(_default_config(r.model_type)):
+            check_known_keys(ConfigReader(sub), strict=True)

@@ -1,8 +1,9 @@
 """Keys `RopeSpec.from_hf` knows; a misspelt one is warned about (an error under strict=True).
 
-A RoPE parameters mapping (``rope_parameters``, ``rope_scaling``, or one layer type's entry)
-holds only RoPE keys, so each key must be known. A config holds many other keys; there a
-key is checked only when it names RoPE (it contains "rope", "rotary" or "theta").
+A RoPE parameters mapping (``rope_parameters``, ``rope_scaling``, or a mapping nested in one:
+a layer type's parameters) holds only RoPE keys, so each key must be known. A config holds
+many other keys; there a key is checked only when it names RoPE (it contains "rope",
+"rotary" or "theta").
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ PARAMETER_KEYS = frozenset(
         "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
         "short_factor", "long_factor", "low_freq_factor", "high_freq_factor",
         "partial_rotary_factor", "mrope_section", "mrope_interleaved", "truncate",
+        "max_position_embeddings",  # copied in by some transformers configs (Mistral 4)
+        "llama_4_scaling_beta",  # Ministral 3: a query temperature, not RoPE
     }
 )  # fmt: skip
 #: Config keys that name RoPE and that from_hf reads (or knows to mean nothing to it).
@@ -69,11 +72,13 @@ def check_known_keys(cfg: ConfigReader, *, strict: bool) -> None:
         if params is None:
             continue
         for key in _keys_of(params):
-            nested = params.section(key) if key in labels else None
-            if nested is not None:
+            value = params.raw(key)
+            if key in labels or (key not in PARAMETER_KEYS and isinstance(value, Mapping)):
+                # one layer type's parameters
+                nested = params.section(key) if isinstance(value, Mapping) else None
                 problems += [
                     _message(nested.where, k, PARAMETER_KEYS)
-                    for k in _keys_of(nested)
+                    for k in (_keys_of(nested) if nested is not None else ())
                     if k not in PARAMETER_KEYS
                 ]
             elif key not in PARAMETER_KEYS:
