@@ -186,3 +186,27 @@ def test_core_spec_imports_nothing_of_config():
         a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
     ]
     assert not [n for n in names if n.startswith("rope_ref._config")]
+
+
+def test_deepseek_v4_rotates_the_trailing_slice():
+    # modeling_deepseek_v4.py: apply_rotary_pos_emb rotates x[..., -rope_dim:] in pairs
+    config = {
+        "model_type": "deepseek_v4", "head_dim": 512,
+        "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.125},
+    }  # fmt: skip
+    spec = rr.RopeSpec.from_hf(config)
+    assert (spec.rotary_start, spec.rotary_dim, spec.layout) == (448, 64, "interleaved")
+
+
+def test_interleaved_mrope_gives_the_rest_to_axis_zero():
+    # Qwen3-VL's apply_interleaved_mrope: axes 1 and 2 take pairs 1, 4, ... and 2, 5, ...
+    # for their sections' lengths; every other pair keeps axis 0.
+    config = {
+        "model_type": "qwen3_vl_text", "head_dim": 256,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [11, 11, 10]},
+    }  # fmt: skip
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.sections == (107, 11, 10)
+    assert spec.section_order == "interleaved"
+    with pytest.raises(ValueError, match=r"`mrope_section` must be pair counts"):
+        rr.RopeSpec.from_hf({**config, "model_type": "qwen2_vl"})  # chunked: must sum

@@ -36,6 +36,8 @@ class Family:
     size_keys: tuple[tuple[str, str], ...] = ()
     #: HF rounds ``hidden_size // num_attention_heads`` down when they do not divide.
     floor_division: bool = False
+    #: The rotated features are the last ``rotary_dim`` of the head (``[nope | rope]``).
+    rotary_at_end: bool = False
     #: Key holding the number of rotated features (GPT-J's ``rotary_dim``).
     rotary_dim_key: str | None = None
     #: Legacy names of ``partial_rotary_factor`` and ``rope_theta`` in raw configs.
@@ -154,6 +156,15 @@ FAMILIES: dict[str, Family] = {
         name: Family(_MLA.format(name), layout=_EVERY_TWO, output_layout="half")
         for name in ("bailing_hybrid", "glm_moe_dsa", "longcat_flash", "mistral_large4")
     },
+    "deepseek_v4": Family(
+        "transformers/models/deepseek_v4/modeling_deepseek_v4.py: apply_rotary_pos_emb "
+        "(rotate_half on x[..., 0::2], x[..., 1::2] of the trailing rope slice); two RoPEs, "
+        "rope_parameters 'main' and 'compress'",
+        layout=_EVERY_TWO,
+        head_dim_keys=(),
+        interleave_flag=None,
+        rotary_at_end=True,
+    ),
     # Sub-configs of models whose rotary module is built from them.
     **{
         name: Family("transformers/models/blt/modeling_blt.py: rotate_half", layout=_EVERY_TWO)

@@ -85,24 +85,31 @@ def spec_from_hf(
                 f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
             )
         raise ValueError(msg)
-    requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
-    if sections is not None and sum(sections) != rotary_dim // 2:
-        params.fail("mrope_section", requirement, list(sections), ValueError)
-    if sections is None and family.sections is not None:
-        sections = family.sections
-        if sum(sections) != rotary_dim // 2:
-            msg = (
-                f"`mrope_section` must be {requirement}; the config gives none, so model_type "
-                f"{model_type!r} implies HF's default {list(sections)} (sum {sum(sections)}, "
-                f"{family.source}); give mrope_section in {params.where}."
-            )
-            raise ValueError(msg)
     if section_order is None:
         section_order = "interleaved" if params.flag("mrope_interleaved") else family.section_order
+    given = sections is not None
+    if sections is None:
+        sections = family.sections
+    n_pairs = rotary_dim // 2
+    if sections is not None and section_order == "interleaved" and sum(sections) < n_pairs:
+        # HF's interleaved M-RoPE (Qwen3-VL) gives axes 1.. their pairs and every other
+        # pair to axis 0: its section is what is left.
+        sections = (n_pairs - sum(sections[1:]), *sections[1:])
+    requirement = f"pair counts summing to rotary_dim // 2 = {n_pairs}"
+    if sections is not None and sum(sections) != n_pairs:
+        if given:
+            params.fail("mrope_section", requirement, list(sections), ValueError)
+        msg = (
+            f"`mrope_section` must be {requirement}; the config gives none, so model_type "
+            f"{model_type!r} implies HF's default {list(sections)} (sum {sum(sections)}, "
+            f"{family.source}); give mrope_section in {params.where}."
+        )
+        raise ValueError(msg)
     layout, output_layout = _layouts(cfg, family)
     return RopeSpec(
         head_dim,
         rotary_dim=rotary_dim,
+        rotary_start=head_dim - rotary_dim if family.rotary_at_end else 0,
         base=base,
         layout=layout,
         output_layout=output_layout,

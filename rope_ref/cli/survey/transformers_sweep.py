@@ -326,11 +326,19 @@ def _case(
     try:
         spec = _quiet(lambda: spec_from_hf(config, layer_type=layer_type))
     except (TypeError, ValueError) as err:
-        msg = f"{type(err).__name__}: {err}"
-        raise FromHfRefusesError(msg) from None
-    n_axes = _n_axes(rotary, config, spec)
-    p = _positions(n_axes, config)
-    table = _quiet(lambda: _call_rotary(rotary, p, layer_type))
+        refusal = f"{type(err).__name__}: {err}"
+        spec = None
+    p = _positions(_n_axes(rotary, config, spec), config)
+    try:
+        table = _quiet(lambda: _call_rotary(rotary, p, layer_type))
+    except Exception as err:
+        msg = (
+            "its rotary module refuses the call (x, position_ids) on the default config: "
+            f"{type(err).__name__}: {err}"
+        )
+        raise NotDrivenError(msg[:240]) from None
+    if spec is None:  # the family's code runs this config; from_hf should read it
+        raise FromHfRefusesError(refusal)
     rng = np.random.default_rng(seed)
     first = table[0] if isinstance(table, tuple | list) else table
     widths = [] if head_dim is None else [head_dim]
@@ -394,7 +402,8 @@ def _layer_types(rotary_cls: type[Any], config: Any) -> list[str | None]:
     kinds = list(dict.fromkeys(getattr(config, "layer_types", None) or []))
     params = getattr(config, "rope_parameters", None) or {}
     keyed = [k for k in kinds if k in params]  # layer types with RoPE ("conv" layers have none)
-    return keyed or kinds or [None]
+    labels = [k for k in getattr(config, "_rope_type_labels", None) or () if k in params]
+    return keyed or labels or kinds or [None]  # labels: RoPEs not named by layer types
 
 
 def sweep_family(name: str) -> FamilyResult:
