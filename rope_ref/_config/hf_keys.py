@@ -74,13 +74,13 @@ def check_known_keys(cfg: ConfigReader, *, strict: bool) -> None:
         for key in _keys_of(params):
             value = params.raw(key)
             if key in labels or (key not in PARAMETER_KEYS and isinstance(value, Mapping)):
-                # one layer type's parameters
                 nested = params.section(key) if isinstance(value, Mapping) else None
-                problems += [
-                    _message(nested.where, k, PARAMETER_KEYS)
-                    for k in (_keys_of(nested) if nested is not None else ())
-                    if k not in PARAMETER_KEYS
-                ]
+                if nested is not None:  # one layer type's parameters
+                    problems += [
+                        _message(nested.where, k, PARAMETER_KEYS)
+                        for k in _keys_of(nested)
+                        if k not in PARAMETER_KEYS
+                    ]
             elif key not in PARAMETER_KEYS:
                 problems.append(_message(params.where, key, PARAMETER_KEYS | labels))
     for problem in problems:
