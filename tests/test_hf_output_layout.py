@@ -50,10 +50,11 @@ def test_spec_field() -> None:
         rr.RopeSpec(8, output_layout="both")
 
 
+@pytest.mark.parametrize("form", ["rotate_half", "complex", "matrix"])
 @pytest.mark.parametrize("inverse", [False, True])
-def test_reference_against_the_formula(inverse: bool) -> None:
+def test_reference_against_the_formula(inverse: bool, form: str) -> None:
     x, p = _inputs(np.float64)
-    y = rr.apply_rope(x, SPEC, p, inverse=inverse)
+    y = rr.apply_rope(x, SPEC, p, inverse=inverse, form=form)
     np.testing.assert_allclose(y, _expected(x, p, inverse=inverse), rtol=0, atol=1e-12)
     back = rr.apply_rope(y, SPEC, p, inverse=not inverse)
     np.testing.assert_allclose(back, x, rtol=0, atol=1e-12)
