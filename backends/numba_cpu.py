@@ -124,16 +124,22 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
 def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
     """`_row` for pairs read in one layout and written in the other (`out` is not `x`)."""
     one, two = np.uint64(1), np.uint64(2)
-    for j in range(n):
-        cj = cos[tu, j]
-        sj = sign * sin[tu, j]
-        half, pair = first + j, first + two * j
-        read, write = (pair, half) if from_interleaved else (half, pair)
-        step_in, step_out = (one, n) if from_interleaved else (n, one)
-        u = x[a, b, c, read]
-        v = x[a, b, c, read + step_in]
-        out[a, b, c, write] = u * cj - v * sj
-        out[a, b, c, write + step_out] = v * cj + u * sj
+    if from_interleaved:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + two * j]
+            v = x[a, b, c, first + two * j + one]
+            out[a, b, c, first + j] = u * cj - v * sj
+            out[a, b, c, first + j + n] = v * cj + u * sj
+    else:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + j]
+            v = x[a, b, c, first + j + n]
+            out[a, b, c, first + two * j] = u * cj - v * sj
+            out[a, b, c, first + two * j + one] = v * cj + u * sj
 
 
 @njit(inline="always", cache=True)
