@@ -508,7 +508,7 @@ def _kernel_spec(spec: object, head_dim: object, seq_len: object) -> RopeSpec | 
         spec = _default_spec(head_dim)
     if type(spec) is not RopeSpec or spec.head_dim != head_dim:
         return None
-    if spec.xpos is not None or spec.sections is not None:
+    if spec.xpos is not None or spec.sections is not None or spec.output_layout is not None:
         return None
     if seq_len is None:
         return None if length_dependent(spec) else spec

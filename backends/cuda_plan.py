@@ -184,7 +184,8 @@ def plan(
         or, with `gather`, a `Desc` of positions broadcast to ``x.shape[:-1]`` (stride 0 on
         shared axes).
     layout, rotary_start, inverse
-        As for ``rope_ref.backends.cupy_cuda.rotate``.
+        As for ``rope_ref.backends.cupy_cuda.rotate``; `layout` may also name the layout
+        pairs are read in and the one they are written in, ``"interleaved>half"``.
     gather : Gather, optional
         The table cache: plan the gather kernel.
 
@@ -211,9 +212,16 @@ def plan(
     if not 1 <= len(jobs) <= 2:
         msg = f"`jobs` must hold one or two tensors; got {len(jobs)}."
         raise ValueError(msg)
-    if layout not in ("half", "interleaved"):
+    read, _, written = layout.partition(">")
+    written = written or read
+    if not {read, written} <= {"half", "interleaved"}:
         msg = f"`layout` must be 'half' or 'interleaved'; got {layout!r}."
         raise ValueError(msg)
+    if inverse:  # the inverse reads where the forward rotation wrote
+        read, written = written, read
+    crossed = read != written
+    if crossed and any(x.ptr == out.ptr and x.strides == out.strides for x, _, out in jobs):
+        raise NeedsCopy  # pairs move: a separate output, copied back
     x0 = jobs[0][0]
     element = element_type(x0.dtype)
     if any(job[0].shape[-1] != x0.shape[-1] or job[0].dtype != x0.dtype for job in jobs):
@@ -229,7 +237,8 @@ def plan(
         for job in jobs
     ]  # fmt: skip
     vector = (
-        all(t.vector_ok for t in tensors)
+        not crossed
+        and all(t.vector_ok for t in tensors)
         and n_pairs % pairs_per_chunk == 0
         and rotary_start % pairs_per_chunk == 0
     )
@@ -242,12 +251,13 @@ def plan(
         first_block += -(-t.fields["n_items"] // block)
         words += [t.fields[name] for name in TENSOR_FIELDS]
     words += [0] * (len(TENSOR_FIELDS) * (2 - len(tensors)))
-    words += [len(tensors), head_dim, n_pairs, rotary_start, rot_chunks, int(inverse)]
+    flags = int(inverse) | (2 if crossed else 0)  # ROPE_INVERSE | ROPE_CROSSED
+    words += [len(tensors), head_dim, n_pairs, rotary_start, rot_chunks, flags]
     words += _gather_words(jobs, gather)
     return Launch(
         kernel=KERNELS[gather is not None],
         element=element,
-        interleaved=layout == "interleaved",
+        interleaved=read == "interleaved",
         vector=vector,
         grid=first_block,
         block=block,

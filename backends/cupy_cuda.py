@@ -64,6 +64,7 @@ def rotate(
     rotary_start: int,
     inverse: bool,
     out: Any = None,
+    output_layout: str | None = None,
 ) -> Any:
     """Rotate the pairs of `x` by the angles whose cos/sin are given; the kernel contract.
 
@@ -85,6 +86,8 @@ def rotate(
     out : CUDA array, optional
         Output of `x`'s kind, shape and dtype; may be `x` itself (in-place). Not for JAX,
         whose arrays are immutable.
+    output_layout : {"half", "interleaved"}, optional
+        The layout the rotated pairs are written in, when not `layout`.
 
     Returns
     -------
@@ -112,8 +115,14 @@ def rotate(
     if out is not None and arrays.kind == "jax":
         msg = "`out` must be None for JAX arrays (they are immutable); got a JAX array."
         raise TypeError(msg)
-    (result,) = _run(arrays, [(x, cos, sin, out)], layout, rotary_start, inverse)
+    (result,) = _run(arrays, [(x, cos, sin, out)], _read_written(layout, output_layout),
+                     rotary_start, inverse)  # fmt: skip
     return result
+
+
+def _read_written(layout: str, output_layout: str | None) -> str:
+    """The planner's layout: `layout`, or ``"read>written"`` (``"interleaved>half"``)."""
+    return layout if output_layout in (None, layout) else f"{layout}>{output_layout}"
 
 
 def rotate_qk(
@@ -128,6 +137,7 @@ def rotate_qk(
     layout: str,
     rotary_start: int,
     inverse: bool,
+    output_layout: str | None = None,
 ) -> tuple[Any, Any]:
     """Rotate queries and keys in one kernel launch (two when their dtypes differ).
 
@@ -138,7 +148,7 @@ def rotate_qk(
         lengths may differ.
     cos_q, sin_q, cos_k, sin_k : CUDA array
         Tables of each, as for `rotate`.
-    layout, rotary_start, inverse
+    layout, rotary_start, inverse, output_layout
         As for `rotate`.
 
     Returns
@@ -156,7 +166,7 @@ def rotate_qk(
     """
     arrays = _arrays(q=q, k=k, cos_q=cos_q, sin_q=sin_q, cos_k=cos_k, sin_k=sin_k)
     jobs = [(q, cos_q, sin_q, None), (k, cos_k, sin_k, None)]
-    q_out, k_out = _run(arrays, jobs, layout, rotary_start, inverse)
+    q_out, k_out = _run(arrays, jobs, _read_written(layout, output_layout), rotary_start, inverse)
     return q_out, k_out
 
 
@@ -231,7 +241,7 @@ def rotate_many(
     ----------
     jobs : sequence of (x, cos, sin, out or None)
         Arrays of `xp`; a None `out` is allocated (C-contiguous).
-    layout, rotary_start, inverse
+    layout, rotary_start, inverse, output_layout
         As for `rotate`.
     xp : module
         The arrays' module: ``cupy``, or ``numpy`` for the host emulation.

@@ -38,22 +38,28 @@ def _f32_bits_to_bf16(bits: np.uint32) -> np.uint16:  # pragma: no cover - numba
 def _row_bf16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, wide, buf):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Rotate bfloat16 row ``x[a, b, c]`` into features ``lo..hi-1`` of ``out[a, b, c]``.
 
-    `wide` is a uint32 row of ``head_dim`` and `buf` its float32 view, ``(1, 1, 1, d)``.
+    `wide` is a uint32 array of two rows of ``head_dim``, flat, and `buf` its float32 view,
+    ``(2, 1, 1, d)``. Pairs written in the other layout rotate into the second row.
     """
     d = np.uint64(x.shape[3])
     for i in range(d):
         wide[i] = np.uint32(x[a, b, c, i]) << _SIXTEEN
-    _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
+    r = 1 if interleaved >= 2 else 0  # pairs written elsewhere: rotate into a second row
+    if r:
+        for i in range(d):
+            wide[d + i] = wide[i]
+    _row(buf[0:1], buf[r : r + 1], 0, 0, 0, cos, sin, t, start, interleaved, sign)
+    row = np.uint64(r) * d
     for i in range(np.uint64(lo), np.uint64(hi)):
-        out[a, b, c, i] = _f32_bits_to_bf16(wide[i])
+        out[a, b, c, i] = _f32_bits_to_bf16(wide[row + i])
 
 
 @njit(inline="always", cache=True)
 def _rows_range_bf16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
-    wide = np.empty(d, dtype=np.uint32)
-    buf = wide.view(np.float32).reshape((1, 1, 1, d))
+    wide = np.empty(2 * d, dtype=np.uint32)
+    buf = wide.view(np.float32).reshape((2, 1, 1, d))
     first = 0 if copy_rest else start
     last = d if copy_rest else start + 2 * cos.shape[1]
     a, b, c = _first_row(lo, b_size, c_size)

@@ -119,7 +119,9 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
     n = np.uint64(cos.shape[1])
     tu = np.uint64(t)
     first = np.uint64(start)
-    if interleaved:
+    if interleaved >= 2:  # pairs written in the other layout (`_MODES`)
+        _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
+    elif interleaved:
         one, two = np.uint64(1), np.uint64(2)
         for j in range(n):
             cj = cos[tu, j]
@@ -141,18 +143,46 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
 
 
 @njit(inline="always", cache=True)
+def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row` for pairs read in one layout and written in the other (`out` is not `x`)."""
+    one, two = np.uint64(1), np.uint64(2)
+    if from_interleaved:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + two * j]
+            v = x[a, b, c, first + two * j + one]
+            out[a, b, c, first + j] = u * cj - v * sj
+            out[a, b, c, first + j + n] = v * cj + u * sj
+    else:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + j]
+            v = x[a, b, c, first + j + n]
+            out[a, b, c, first + two * j] = u * cj - v * sj
+            out[a, b, c, first + two * j + one] = v * cj + u * sj
+
+
+@njit(inline="always", cache=True)
 def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, lut, buf, bits):  # type: ignore[no-untyped-def]  # pragma: no cover
     """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
 
-    `buf` is float32 of shape ``(1, 1, 1, head_dim)`` and `bits` its uint32 view, flat;
-    features ``lo..hi-1`` are written.
+    `buf` is float32 of shape ``(2, 1, 1, head_dim)`` and `bits` its uint32 view, flat;
+    features ``lo..hi-1`` are written. Pairs written in the other layout rotate into the
+    second row.
     """
     d = np.uint64(x.shape[3])
     for i in range(d):
         buf[0, 0, 0, i] = lut[x[a, b, c, i]]
-    _row(buf, buf, 0, 0, 0, cos, sin, t, start, interleaved, sign)
+    r = 1 if interleaved >= 2 else 0  # pairs written elsewhere: rotate into a second row
+    if r:
+        for i in range(d):
+            buf[1, 0, 0, i] = buf[0, 0, 0, i]
+    _row(buf[0:1], buf[r : r + 1], 0, 0, 0, cos, sin, t, start, interleaved, sign)
+    row = np.uint64(r) * d
     for i in range(np.uint64(lo), np.uint64(hi)):
-        out[a, b, c, i] = _f32_to_f16_bits(buf[0, 0, 0, i], bits[i])
+        out[a, b, c, i] = _f32_to_f16_bits(buf[r, 0, 0, i], bits[row + i])
 
 
 # ----------------------------------------------------------------------------------------
@@ -247,8 +277,8 @@ def _in_place_parallel(x, cos, sin, t0, steps, start, interleaved, sign, copy_re
 def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
     _, b_size, c_size, d = x.shape
     ta, tb, tc = steps
-    buf = np.empty((1, 1, 1, d), dtype=np.float32)
-    bits = buf.view(np.uint32).reshape(d)
+    buf = np.empty((2, 1, 1, d), dtype=np.float32)
+    bits = buf.view(np.uint32).reshape(2 * d)
     first = 0 if copy_rest else start
     last = d if copy_rest else start + 2 * cos.shape[1]
     a, b, c = _first_row(lo, b_size, c_size)
@@ -349,6 +379,7 @@ def rotate(
     rotary_start: int,
     inverse: bool,
     out: Array | None = None,
+    output_layout: Literal["half", "interleaved"] | None = None,
 ) -> Array:
     """Rotate the pairs of `x` by the angles whose cos/sin are given; the kernel contract.
 
@@ -372,6 +403,9 @@ def rotate(
         Writeable output of `x`'s shape and dtype, no two of whose elements share memory
         (not a broadcast view); `x` itself (in place), or an array that does not overlap
         `x`.
+    output_layout : {"half", "interleaved"}, optional
+        The layout the rotated pairs are written in, when not `layout` (the inverse reads
+        in it and writes in `layout`).
 
     Returns
     -------
@@ -405,7 +439,9 @@ def rotate(
     compute = _COMPUTE_DTYPE[x.dtype]
     cos = np.ascontiguousarray(cos, dtype=compute)
     sin = np.ascontiguousarray(sin, dtype=compute)
-    launch = prepare(x.shape, x.strides, x.dtype, cos.shape, layout, rotary_start, inverse)
+    launch = prepare(
+        x.shape, x.strides, x.dtype, cos.shape, layout, rotary_start, inverse, output_layout
+    )
     return launch(x, out, cos.reshape(-1, n_pairs), sin.reshape(-1, n_pairs))
 
 
@@ -418,12 +454,22 @@ def prepare(
     layout: Literal["half", "interleaved"],
     rotary_start: int,
     inverse: bool,
+    output_layout: Literal["half", "interleaved"] | None = None,
 ) -> Launch:
     """The `Launch` for `x` of this shape, strides and dtype and tables of `table_shape`.
 
     Raises ValueError if the tables do not broadcast to ``shape[:-1] + (n_pairs,)``.
     """
-    return Launch(shape, strides, dtype, table_shape, layout, rotary_start, inverse)
+    return Launch(shape, strides, dtype, table_shape, layout, rotary_start, inverse, output_layout)
+
+
+#: The kernels' layout argument: (layout read, layout written) -> mode.
+_MODES = {
+    ("half", "half"): 0,
+    ("interleaved", "interleaved"): 1,
+    ("interleaved", "half"): 2,
+    ("half", "interleaved"): 3,
+}
 
 
 class Launch:
@@ -446,11 +492,15 @@ class Launch:
         layout: str,
         rotary_start: int,
         inverse: bool,
+        output_layout: str | None = None,
     ) -> None:
         self._geometry = (shape, strides, table_shape)
+        read, written = layout, output_layout or layout
+        if inverse:
+            read, written = written, read
         self._args = (
             rotary_start,
-            layout == "interleaved",
+            _MODES[read, written],
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
@@ -468,6 +518,9 @@ class Launch:
         sin: np.ndarray,
         first_row: int = 0,
     ) -> np.ndarray:
+        if out is x and self._args[1] >= 2:  # pairs move: rotate into a copy, then back
+            x[...] = self(x, None, cos, sin, first_row)
+            return x
         if out is None:
             out = np.empty_like(x)
             plan = self._new or self._plan(out, new=True)

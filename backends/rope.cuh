@@ -72,7 +72,7 @@ struct RopeParams {
   long long n_pairs;             // pairs rotated per row
   long long rotary_start;        // first rotated feature
   long long rot_chunks;          // ceil(n_pairs / ROPE_PAIRS(T))
-  long long inverse;             // 1: rotate by -angle (sin negated)
+  long long inverse;             // bits: ROPE_INVERSE (sin negated), ROPE_CROSSED
   // Read by the gather kernel only. There, t[i].cos and t[i].sin are a cache of table rows
   // (row r: the tables of integer position r, n_pairs values each), and t[i].table_stride
   // indexes positions[i], the position of every row of x.
@@ -83,6 +83,11 @@ struct RopeParams {
   const double* inv_freq;        // n_pairs inverse frequencies (float64), for the others
   double factor;                 // attention factor, multiplied into computed cos and sin
 };
+
+// Bits of RopeParams::inverse. ROPE_CROSSED: pairs read in the variant's layout are written
+// in the other one (interleaved pairs to half order, or back); scalar variant only.
+#define ROPE_INVERSE 1
+#define ROPE_CROSSED 2
 
 #define ROPE_POSITION_INT32 0
 #define ROPE_POSITION_INT64 1
@@ -418,7 +423,7 @@ ROPE_HD void rope_rotate_vector_by(const RopeParams& p, const RopeTensor& t, con
   typedef typename tr::compute C;
   const int P = ROPE_PAIRS(T);
   const long long j0 = w.chunk * P;
-  if (p.inverse) {
+  if (p.inverse & ROPE_INVERSE) {
 ROPE_UNROLL
     for (int i = 0; i < P; ++i) s[i] = -s[i];
   }
@@ -494,19 +499,24 @@ ROPE_HD void rope_rotate_pair(const RopeParams& p, const RopeTensor& t, const Ro
                               typename rope_traits<T>::compute s) {
   typedef rope_traits<T> tr;
   typedef typename tr::compute C;
-  if (p.inverse) s = -s;
+  if (p.inverse & ROPE_INVERSE) s = -s;
   const T* x = static_cast<const T*>(t.x);
   T* out = static_cast<T*>(t.out);
   const long long fa = p.rotary_start + (INTERLEAVED ? 2 * j : j);
   const long long fb = p.rotary_start + (INTERLEAVED ? 2 * j + 1 : j + p.n_pairs);
+  // ROPE_CROSSED: the pair is written in the other layout (never in place: the planner
+  // gives such a launch a separate output).
+  const bool crossed = (p.inverse & ROPE_CROSSED) != 0;
+  const long long ga = crossed ? p.rotary_start + (INTERLEAVED ? j : 2 * j) : fa;
+  const long long gb = crossed ? p.rotary_start + (INTERLEAVED ? j + p.n_pairs : 2 * j + 1) : fb;
   for (int k = 0; k < ROPE_MAX_HEADS_PER_THREAD; ++k) {
     if (!rope_head_active(t, w, k)) continue;
     const long long xr = w.x_row + k * t.x_head_stride;
     const long long orow = w.out_row + k * t.out_head_stride;
     const C a = tr::load(x[xr + fa * t.x_feat_stride]);
     const C b = tr::load(x[xr + fb * t.x_feat_stride]);
-    out[orow + fa * t.out_feat_stride] = tr::store(rope_fma(a, c, -(b * s)));
-    out[orow + fb * t.out_feat_stride] = tr::store(rope_fma(b, c, a * s));
+    out[orow + ga * t.out_feat_stride] = tr::store(rope_fma(a, c, -(b * s)));
+    out[orow + gb * t.out_feat_stride] = tr::store(rope_fma(b, c, a * s));
   }
 }
 

@@ -22,6 +22,7 @@ from rope_ref._core.matrix import rotation_matrix
 from rope_ref._core.multiaxis import axial_freqs, mrope_positions, patch_positions
 from rope_ref._core.sinusoidal import sinusoidal_embedding
 from rope_ref._core.spec import RopeSpec, ScalingRule, XPosRule
+from rope_ref._core.spec import install_hf_converters as _install_hf_converters
 from rope_ref._core.xpos import XPos
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends
@@ -59,6 +60,14 @@ __all__ = [
 
 #: Submodules imported on first attribute access.
 _LAZY_SUBMODULES = ("analysis", "attention", "scaling", "testing")
+
+
+def _hf_converters() -> types.ModuleType:
+    """`rope_ref._config.hf`, imported on first use of `RopeSpec.from_hf` / ``to_hf``."""
+    return importlib.import_module("rope_ref._config.hf")
+
+
+_install_hf_converters(_hf_converters)
 
 
 def __getattr__(name: str) -> types.ModuleType:

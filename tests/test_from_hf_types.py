@@ -161,7 +161,7 @@ ELSEWHERE = [
     (
         with_entry(LLAMA3, (*P, "high_freq_factor"), 0.5),
         ValueError,
-        "`low_freq_factor` must be less than high_freq_factor",
+        "`low_freq_factor` must be at most high_freq_factor",
     ),
     (
         with_entry(LONGROPE, (*S, "short_factor"), [1, "2", 1, 1]),

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,6 +149,7 @@ WILD_KEYS |= {"layer_type", "hidden_size", "num_attention_heads"}
         max_leaves=8,
     )
 )
+@pytest.mark.filterwarnings("ignore:.*has an unknown key:UserWarning")
 def test_from_hf_wild_configs(config):
     result = call(rr.RopeSpec.from_hf, config)
     if isinstance(result, Exception):

@@ -199,7 +199,7 @@ def test_factor_lists_must_fit_the_rotary_dim():
 def test_llama3_band_order_and_other_fields():
     with pytest.raises(
         ValueError,
-        match=re.escape("`low_freq_factor` must be less than high_freq_factor (2.0); got 3.0."),
+        match=re.escape("`low_freq_factor` must be at most high_freq_factor (2.0); got 3.0."),
     ):
         Llama3(8.0, 8192, low_freq_factor=3.0, high_freq_factor=2.0)
     with pytest.raises(ValueError, match=r"^`low_freq_factor` must be positive"):

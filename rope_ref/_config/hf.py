@@ -12,8 +12,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from rope_ref._config.families import DEFAULT, FAMILIES, Family
+from rope_ref._config.hf_keys import check_known_keys
 from rope_ref._config.hf_reader import ConfigReader
-from rope_ref._core.aliases import SectionOrder
+from rope_ref._core.aliases import Layout, SectionOrder
 from rope_ref._core.spec import RopeSpec, ScalingRule
 from rope_ref._core.validation import check_int
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
@@ -24,17 +26,19 @@ __all__ = ["spec_from_hf", "spec_to_hf"]
 _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
 #: Legacy type names and what HF maps them to.
 _ALIASES = {"su": "longrope", "mrope": "default"}
-#: Model families whose M-RoPE interleaves the axes (Qwen3-VL and its descendants).
-_INTERLEAVED_FAMILIES = ("qwen3_vl", "qwen3_5", "qwen3_omni", "qwen4", "cosmos3")
-#: mrope_section defaults of HF's rotary modules when a config has none.
-_DEFAULT_SECTIONS = {"qwen2_vl": (16, 24, 24), "qwen2_5_vl": (16, 24, 24), "qwen3_vl": (24, 20, 20)}
+#: Labels of a `default_theta` mapping by layer type (Gemma 3's "global" and "local").
+_DEFAULT_THETA_LABELS = {"full_attention": "global", "sliding_attention": "local"}
 T = TypeVar("T")
 
 _TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "axial")
 
 
 def spec_from_hf(
-    config: object, *, layer_type: str | None = None, section_order: SectionOrder | None = None
+    config: object,
+    *,
+    layer_type: str | None = None,
+    section_order: SectionOrder | None = None,
+    strict: bool = False,
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
     outer = ConfigReader(config)
@@ -42,18 +46,32 @@ def spec_from_hf(
     text = outer.section("text_config")
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
         cfg = text
+    model_type, family = _family(outer, cfg)
+    _refuse_without_rope(family, cfg)
+    check_known_keys(cfg, strict=strict)
     top = _top_rope_parameters(cfg)
+    top = _legacy_layer_parameters(top, cfg, family)
     params = _layer_parameters(top, cfg, layer_type)
     rope_type = _rope_type(params, cfg)
-    base = _base(params, cfg)
-    head_dim = _head_dim(cfg, vision=rope_type == "axial")
+    base = _base(params, cfg, family, layer_type)
+    head_dim, head_key = _head_dim(_layer_config(cfg, layer_type), cfg, family, rope_type)
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
-    fraction, source = _fraction_of(params, cfg, zero_allowed=rope_type == "proportional")
+    fraction, source = _fraction_of(params, cfg, family, zero_allowed=rope_type == "proportional")
+    if head_key == "qk_rope_head_dim" and source is not None:
+        whole = _per_layer_safe(cfg, "head_dim")
+        if whole is not None and int(whole * fraction) == head_dim:
+            fraction, source = 1.0, None  # the factor is qk_rope_head_dim's share of head_dim
     scaling = _rule(rope_type, params, top, cfg, fraction)
     sections = params.integers("mrope_section")
     # Every value has been read and checked on its own; now the combinations.
     rotary_dim = head_dim if rope_type == "proportional" else int(head_dim * fraction)
+    fixed = None if family.rotary_dim_key is None else cfg.integer(family.rotary_dim_key)
+    if fixed is not None:
+        if fixed > head_dim or fixed % 2:
+            requirement = f"an even number of rotated features of at most head_dim ({head_dim})"
+            cfg.fail(family.rotary_dim_key or "", requirement, fixed, ValueError)
+        rotary_dim = fixed
     if rotary_dim % 2 or rotary_dim < 2:
         if source is None or rope_type == "proportional":  # the whole head rotates
             msg = (
@@ -67,28 +85,93 @@ def spec_from_hf(
                 f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
             )
         raise ValueError(msg)
-    requirement = f"pair counts summing to rotary_dim // 2 = {rotary_dim // 2}"
-    if sections is not None and sum(sections) != rotary_dim // 2:
-        params.fail("mrope_section", requirement, list(sections), ValueError)
-    if sections is None:
-        sections, model_type = _default_sections(outer, cfg)
-        if sections is not None and sum(sections) != rotary_dim // 2:
-            msg = (
-                f"`mrope_section` must be {requirement}; the config gives none, so model_type "
-                f"{model_type!r} implies HF's default {list(sections)} (sum {sum(sections)}); "
-                f"give mrope_section in {params.where}."
-            )
-            raise ValueError(msg)
     if section_order is None:
-        section_order = _default_section_order(params, outer, cfg)
+        section_order = "interleaved" if params.flag("mrope_interleaved") else family.section_order
+    given = sections is not None
+    if sections is None:
+        sections = family.sections
+    n_pairs = rotary_dim // 2
+    if sections is not None and section_order == "interleaved" and sum(sections) < n_pairs:
+        # HF's interleaved M-RoPE (Qwen3-VL) gives axes 1.. their pairs and every other
+        # pair to axis 0: its section is what is left.
+        sections = (n_pairs - sum(sections[1:]), *sections[1:])
+    requirement = f"pair counts summing to rotary_dim // 2 = {n_pairs}"
+    if sections is not None and sum(sections) != n_pairs:
+        if given:
+            params.fail("mrope_section", requirement, list(sections), ValueError)
+        msg = (
+            f"`mrope_section` must be {requirement}; the config gives none, so model_type "
+            f"{model_type!r} implies HF's default {list(sections)} (sum {sum(sections)}, "
+            f"{family.source}); give mrope_section in {params.where}."
+        )
+        raise ValueError(msg)
+    layout, output_layout = _layouts(cfg, family)
     return RopeSpec(
         head_dim,
         rotary_dim=rotary_dim,
+        rotary_start=head_dim - rotary_dim if family.rotary_at_end else 0,
         base=base,
+        layout=layout,
+        output_layout=output_layout,
         scaling=scaling,
         sections=sections,
         section_order=section_order,
     )
+
+
+def _family(outer: ConfigReader, cfg: ConfigReader) -> tuple[str | None, Family]:
+    """The config's model type (the text config's, then the outer one's) and its `Family`."""
+    for reader in (cfg, outer):
+        model_type = reader.string("model_type")
+        if model_type is None:
+            continue
+        for name in (model_type, model_type.removesuffix("_text")):
+            if name in FAMILIES:
+                return model_type, FAMILIES[name]
+    return cfg.string("model_type") or outer.string("model_type"), DEFAULT
+
+
+def _refuse_without_rope(family: Family, cfg: ConfigReader) -> None:
+    """ValueError for a config that describes no RoPE, or one a RopeSpec cannot state."""
+    reason = family.refused
+    if family.no_rope is not None and (
+        family.no_rope_flag is None or cfg.flag(family.no_rope_flag)
+    ):
+        reason = f"`config` describes no RoPE: {family.no_rope}"
+    attention = cfg.section("attn_config")
+    if reason is None and (
+        cfg.flag("alibi") or (attention is not None and attention.flag("alibi"))
+    ):
+        reason = "`config` describes no RoPE: it sets alibi=true (ALiBi attention biases)"
+    if reason is not None:
+        msg = f"{reason} ({family.source})."
+        raise ValueError(msg)
+
+
+def _layouts(cfg: ConfigReader, family: Family) -> tuple[Layout, Layout | None]:
+    """(layout read, layout written or None) of the family, or of its interleave flag."""
+    if family.interleave_flag is not None and cfg.flag(family.interleave_flag):
+        return "interleaved", "half"
+    return family.layout, family.output_layout
+
+
+def _legacy_layer_parameters(top: ConfigReader, cfg: ConfigReader, family: Family) -> ConfigReader:
+    """Gemma 3's raw configs: one set of parameters plus the sliding layers' own base.
+
+    HF (``Gemma3TextConfig``) gives ``full_attention`` the parameters (scaling included)
+    and ``sliding_attention`` plain RoPE at ``rope_local_base_freq``.
+    """
+    key = family.local_base_key
+    if key is None or not cfg.has(key) or cfg.strings("layer_types") is None:
+        return top
+    labels = cfg.strings("layer_types") or ()
+    if any(label in _keys(top) for label in labels):
+        return top
+    full = dict(top.config) if isinstance(top.config, Mapping) else dict(vars(top.config))
+    if "rope_theta" not in full and cfg.has("rope_theta"):
+        full["rope_theta"] = cfg.raw("rope_theta")
+    local = {"rope_type": "default", "rope_theta": cfg.raw(key)}
+    return ConfigReader({"full_attention": full, "sliding_attention": local}, top.where)
 
 
 def _top_rope_parameters(cfg: ConfigReader) -> ConfigReader:
@@ -143,10 +226,21 @@ def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
     return rope_type
 
 
-def _base(params: ConfigReader, cfg: ConfigReader) -> float:
-    """``rope_theta`` of the parameters, else of the config, else the class default."""
-    keys = ((params, "rope_theta"), (cfg, "rope_theta"), (cfg, "default_theta"))
-    return float(_first([source.real(key, above=1.0) for source, key in keys], 10000.0))
+def _base(params: ConfigReader, cfg: ConfigReader, family: Family, layer_type: str | None) -> float:
+    """``rope_theta`` of the parameters, the config or a legacy key, else the class default.
+
+    The class default is read by layer type where a class keeps one per type (Gemma 3).
+    """
+    keys = [(params, "rope_theta"), (cfg, "rope_theta")]
+    keys += [(cfg, key) for key in family.base_keys]
+    values = [source.real(key, above=1.0) for source, key in keys]
+    default = cfg.raw("default_theta")
+    if isinstance(default, Mapping):
+        label = _DEFAULT_THETA_LABELS.get(layer_type or "", layer_type or "")
+        default = default.get(layer_type) or default.get(label)
+        cfg = ConfigReader({"default_theta": default}, f"{cfg.where}.default_theta")
+    values.append(cfg.real("default_theta", above=1.0))
+    return float(_first(values, 10000.0))
 
 
 def _first(values: list[Any], default: Any) -> Any:
@@ -155,12 +249,17 @@ def _first(values: list[Any], default: Any) -> Any:
 
 
 def _fraction_of(
-    params: ConfigReader, cfg: ConfigReader, *, zero_allowed: bool
+    params: ConfigReader, cfg: ConfigReader, family: Family, *, zero_allowed: bool
 ) -> tuple[float, ConfigReader | None]:
-    """``partial_rotary_factor`` (parameters first, as HF) and where it was read (None: absent)."""
+    """``partial_rotary_factor`` (parameters first, as HF), else a legacy key of the family.
+
+    Returns the value and where it was read (None: absent).
+    """
     bounds = {"at_least": 0.0} if zero_allowed else {"above": 0.0}
-    values = [s.real("partial_rotary_factor", at_most=1.0, **bounds) for s in (params, cfg)]
-    for value, source in zip(values, (params, cfg), strict=True):
+    keys = [(params, "partial_rotary_factor"), (cfg, "partial_rotary_factor")]
+    keys += [(cfg, key) for key in family.fraction_keys]
+    for source, key in keys:
+        value = source.real(key, at_most=1.0, **bounds)
         if value is not None:
             return value, source
     return 1.0, None
@@ -187,12 +286,36 @@ def _axial_spec(head_dim: int, base: float) -> RopeSpec:
     return RopeSpec(head_dim, freqs=axial_freqs(sections, base=base), sections=sections)
 
 
-def _head_dim(cfg: ConfigReader, *, vision: bool = False) -> int:
-    head_dim = cfg.integer("head_dim")
-    if head_dim is not None:
-        return head_dim
-    hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
-    hidden, heads = cfg.integer(hidden_key), cfg.integer("num_attention_heads")
+def _layer_config(cfg: ConfigReader, layer_type: str | None) -> ConfigReader | None:
+    """A config object's own view of the layers of `layer_type` (per-layer head sizes)."""
+    views = None if layer_type is None else _per_layer_safe(cfg, "per_layer_config", raw=True)
+    if views is None or isinstance(views, Mapping | list | tuple):
+        return None
+    try:
+        return ConfigReader(views[layer_type], f"{cfg.where}.per_layer_config[{layer_type!r}]")
+    except Exception:
+        return None
+
+
+def _head_dim(
+    layer: ConfigReader | None, cfg: ConfigReader, family: Family, rope_type: str
+) -> tuple[int, str]:
+    """The head size RoPE sees and the key it was read from."""
+    for reader in [r for r in (layer, cfg) if r is not None]:
+        for key in (*family.head_dim_keys, "head_dim"):
+            head_dim = _per_layer_safe(reader, key)
+            if head_dim is not None:
+                return head_dim, key
+    return _head_dim_from_sizes(cfg, family, vision=rope_type == "axial"), "hidden_size"
+
+
+def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> int:
+    pairs = [*family.size_keys, ("embed_dim" if vision and cfg.has("embed_dim") else "hidden_size",
+                                 "num_attention_heads")]  # fmt: skip
+    for hidden_key, heads_key in pairs:
+        hidden, heads = cfg.integer(hidden_key), cfg.integer(heads_key)
+        if hidden is not None and heads is not None:
+            break
     if hidden is None or heads is None:
         msg = (
             "`config` must give head_dim, or hidden_size and num_attention_heads; "
@@ -200,10 +323,24 @@ def _head_dim(cfg: ConfigReader, *, vision: bool = False) -> int:
             f"({cfg.where})."
         )
         raise ValueError(msg)
-    if hidden % heads:
+    if hidden % heads and not family.floor_division:
         requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
         cfg.fail(hidden_key, requirement, hidden, ValueError)
     return hidden // heads
+
+
+def _per_layer_safe(cfg: ConfigReader, key: str, *, raw: bool = False) -> Any:
+    """``cfg.integer(key)`` (`raw`: the value as stored), or None where refused.
+
+    A config object refuses a per-layer attribute with transformers'
+    AmbiguousGlobalPerLayerAttributeError.
+    """
+    try:
+        return cfg.raw(key) if raw else cfg.integer(key)
+    except (TypeError, ValueError):
+        raise
+    except Exception:
+        return None
 
 
 def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
@@ -292,31 +429,6 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _default_sections(
-    outer: ConfigReader, cfg: ConfigReader
-) -> tuple[tuple[int, ...] | None, str | None]:
-    """The sections HF's Qwen-VL text rotary modules assume when the config has none.
-
-    Returns the sections and the model type that implies them (None, None for other types).
-    """
-    for model_type in (cfg.string("model_type"), outer.string("model_type")):
-        for family, sections in _DEFAULT_SECTIONS.items():
-            if model_type is not None and model_type.startswith(family):
-                return sections, model_type
-    return None, None
-
-
-def _default_section_order(
-    params: ConfigReader, outer: ConfigReader, cfg: ConfigReader
-) -> SectionOrder:
-    if params.flag("mrope_interleaved"):
-        return "interleaved"
-    for model_type in (cfg.string("model_type"), outer.string("model_type")):
-        if model_type is not None and model_type.startswith(_INTERLEAVED_FAMILIES):
-            return "interleaved"
-    return "chunked"
-
-
 # --- RopeSpec -> HF ---------------------------------------------------------------------
 
 
@@ -350,6 +462,8 @@ def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) ->
             )
             raise ValueError(msg)
         extra["max_position_embeddings"] = max_position_embeddings
+    if spec.output_layout is not None:
+        extra["rope_interleave"] = True  # DeepSeek-V3's key: interleaved read, half written
     return {"head_dim": spec.head_dim, "rope_parameters": params, **extra}
 
 
@@ -377,8 +491,13 @@ def _hf_integer(name: str, value: object, key: str) -> int:
 
 def _check_expressible(spec: RopeSpec) -> None:
     problems = []
-    if spec.layout != "half":
-        problems.append("layout='interleaved' (HF rotates half-split pairs)")
+    if spec.layout != "half" and spec.output_layout != "half":
+        problems.append(
+            "layout='interleaved' (HF rotates half-split pairs, or interleaved ones written "
+            "in half order: output_layout='half')"
+        )
+    if spec.layout == "half" and spec.output_layout is not None:
+        problems.append("output_layout='interleaved' (HF writes half order)")
     if spec.rotary_start != 0:
         problems.append(f"rotary_start={spec.rotary_start} (HF rotates the first features)")
     if spec.freqs is not None:
@@ -469,3 +588,54 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
         # Without a factor HF would derive one from max_position_embeddings: pin the value.
         params["attention_factor"] = rule.attention_factor(seq_len=None)
     return params
+
+
+# --- one spec per layer -------------------------------------------------------------------
+
+
+def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
+    """See `RopeSpec.from_hf_layers`."""
+    outer = ConfigReader(config)
+    cfg = outer
+    text = outer.section("text_config")
+    if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
+        cfg = text
+    _, family = _family(outer, cfg)
+    types = cfg.strings("layer_types")
+    count = cfg.integer("num_hidden_layers")
+    if count is None and types is None:
+        msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
+        raise ValueError(msg)
+    n = len(types) if types is not None else int(count or 0)
+    uses_rope = _rope_layers(cfg, family, n)
+    top = _legacy_layer_parameters(_top_rope_parameters(cfg), cfg, family)
+    keyed = set(_keys(top)) & set(types or ())
+    specs: dict[str | None, RopeSpec] = {}
+    result: list[RopeSpec | None] = []
+    for i in range(n):
+        kind = types[i] if types is not None and types[i] in keyed else None
+        if not uses_rope[i] or (keyed and kind is None):
+            result.append(None)  # no RoPE here (or a layer type without RoPE parameters)
+            continue
+        if kind not in specs:
+            specs[kind] = spec_from_hf(config, layer_type=kind, strict=strict)
+        result.append(specs[kind])
+    return tuple(result)
+
+
+def _rope_layers(cfg: ConfigReader, family: Family, n: int) -> list[bool]:
+    """Whether each of the `n` layers applies RoPE (the family's per-layer flags)."""
+    key = family.rope_layers_key
+    if key is None:
+        return [True] * n
+    flags = cfg.raw(key)
+    if flags is None:
+        interval = cfg.integer(family.rope_layers_interval_key or "", minimum=1) or 4
+        return [(i + 1) % interval != 0 for i in range(n)]  # HF's default: every n-th has none
+    if isinstance(flags, str | bytes) or not isinstance(flags, list | tuple) or len(flags) != n:
+        cfg.fail(key, f"a list of {n} flags (1: the layer applies RoPE, 0: it does not)", flags,
+                 ValueError)  # fmt: skip
+    if not all(isinstance(f, bool | int) and f in (0, 1) for f in flags):
+        cfg.fail(key, f"a list of {n} flags (1: the layer applies RoPE, 0: it does not)", flags,
+                 ValueError)  # fmt: skip
+    return [bool(f) for f in flags]

@@ -30,8 +30,12 @@ def rotate(
     inverse: bool,
     form: Form = "rotate_half",
     xp: ArrayNamespace,
+    output_layout: Layout | None = None,
 ) -> Array:
     """Rotate ``x[..., rotary_start:rotary_start + 2n]`` in the dtype of `cos`; round once.
+
+    Pairs are read in `layout` and written in `output_layout` (None: `layout`); the
+    inverse rotation reads in `output_layout` and writes in `layout`, undoing the forward one.
 
     The one rounding to a 16-bit `x` is exact (see `rope_ref._core.rounding`), not the cast
     through float32 that PyTorch, JAX and ml_dtypes would do.
@@ -42,14 +46,18 @@ def rotate(
     n = cos.shape[-1]
     stop = rotary_start + 2 * n
     xr = xp.astype(x[..., rotary_start:stop], cos.dtype)
+    written = layout if output_layout is None else output_layout
     if inverse:
         sin = -sin
+        layout, written = written, layout
     if form == "complex":
         rotated = _complex(xr, cos, sin, layout=layout, xp=xp)
     elif form == "matrix":
         rotated = xp.matmul(block_matrix(cos, sin, layout=layout, xp=xp), xr[..., None])[..., 0]
     else:
         rotated = _rotate_half(xr, cos, sin, layout=layout, xp=xp)
+    if written != layout:
+        rotated = join_pairs(*split_pairs(rotated, layout=layout), layout=written, xp=xp)
     rotated = round_once(rotated, x.dtype, xp=xp)
     parts = [x[..., :rotary_start], rotated, x[..., stop:]]
     return xp.concat([part for part in parts if part.shape[-1] != 0], axis=-1)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -12,12 +12,68 @@ from numpy.typing import NDArray
 from rope_ref._core.aliases import LAYOUTS, SECTION_ORDERS, Layout, SectionOrder
 from rope_ref._core.validation import check_choice, check_int, check_real
 
-__all__ = ["MAX_HEAD_DIM", "RopeSpec", "ScalingRule", "XPosRule", "check_spec"]
+__all__ = [
+    "MAX_HEAD_DIM",
+    "RopeSpec",
+    "ScalingRule",
+    "XPosRule",
+    "check_spec",
+    "install_hf_converters",
+]
 
 #: Largest `RopeSpec.head_dim`. The default frequencies are computed to 50 digits (about
 #: 80 us per pair: 3 s at this size, then cached) and tables take 8 bytes per pair and
 #: position; rotary heads in use have 32 to 512 features.
 MAX_HEAD_DIM = 1 << 16
+
+
+class _HfConverters(Protocol):
+    """What `install_hf_converters`' loader returns (`rope_ref._config.hf`)."""
+
+    def spec_from_hf(
+        self,
+        config: object,
+        *,
+        layer_type: str | None = None,
+        section_order: SectionOrder | None = None,
+        strict: bool = False,
+    ) -> RopeSpec: ...
+
+    def specs_per_layer(
+        self, config: object, *, strict: bool = False
+    ) -> tuple[RopeSpec | None, ...]: ...
+
+    def spec_to_hf(
+        self, spec: RopeSpec, *, max_position_embeddings: int | None = None
+    ) -> dict[str, Any]: ...
+
+
+#: Loads the HF config converters. The package installs it on import
+#: (`install_hf_converters`), so the core imports nothing of the layers above it.
+_hf_converters: Callable[[], Any] | None = None
+
+
+def install_hf_converters(loader: Callable[[], Any]) -> None:
+    """Give `RopeSpec.from_hf` and `RopeSpec.to_hf` their implementation.
+
+    `loader` returns an object with ``spec_from_hf`` and ``spec_to_hf``; it is called on
+    each use (importing on first use keeps ``import rope_ref`` light).
+
+    Examples
+    --------
+    >>> from rope_ref._core import spec
+    >>> spec._hf_converters is not None  # installed by ``import rope_ref``
+    True
+    """
+    global _hf_converters  # noqa: PLW0603 - the one hook of this module
+    _hf_converters = loader
+
+
+def _hf() -> _HfConverters:
+    if _hf_converters is None:  # pragma: no cover - `import rope_ref` installs it
+        msg = "the HF converters are not installed; import rope_ref first."
+        raise RuntimeError(msg)
+    return cast("_HfConverters", _hf_converters())
 
 
 @runtime_checkable
@@ -87,6 +143,12 @@ class RopeSpec:
         ``traditional=False``); ``"interleaved"`` rotates ``(2j, 2j + 1)`` (RoFormer, Meta
         LLaMA, GPT-J, MLX ``traditional=True``, rotary-embedding-torch). Offsets are relative
         to `rotary_start`.
+    output_layout : {"half", "interleaved"}, optional
+        The order in which the rotated pairs are written, when it differs from `layout`
+        (the order they are read in). ``layout="interleaved", output_layout="half"`` reads
+        pairs ``(2j, 2j + 1)`` and writes them to ``(j, j + n_pairs)`` (DeepSeek-V3 and
+        Mistral 4 with ``rope_interleave=True``, Megatron's MLA). None (the default), or
+        the value of `layout`, writes them where they were read.
     scaling : ScalingRule, optional
         A context-extension rule (see `rope_ref.scaling`); it rescales the inverse frequencies
         and may set an attention factor. Must be left unset when `freqs` is given.
@@ -139,6 +201,7 @@ class RopeSpec:
     rotary_start: int = 0
     base: float = 10000.0
     layout: Layout = "half"
+    output_layout: Layout | None = None
     scaling: ScalingRule | None = None
     freqs: Sequence[float] | None = None
     xpos: XPosRule | None = None
@@ -167,6 +230,9 @@ class RopeSpec:
         self._set("rotary_dim", rotary_dim)
         self._set("base", base)
         self._set("layout", check_choice("layout", self.layout, LAYOUTS))
+        if self.output_layout is not None:
+            written = check_choice("output_layout", self.output_layout, LAYOUTS)
+            self._set("output_layout", None if written == self.layout else written)
         self._set(
             "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
         )
@@ -191,8 +257,15 @@ class RopeSpec:
         *,
         layer_type: str | None = None,
         section_order: SectionOrder | None = None,
+        strict: bool = False,
     ) -> RopeSpec:
         """The spec of a Hugging Face transformers config (a config.json dict or object).
+
+        How the model applies RoPE comes from its ``model_type``: a table records, for each
+        transformers model family, the pair layout (``rotate_half`` or pairs
+        ``(2j, 2j + 1)``), interleaved pairs written in half order (``rope_interleave``),
+        head-size and legacy keys, and M-RoPE defaults, with the transformers code each entry
+        was read from (``rope_ref._config.families``).
 
         Reads the current ``rope_parameters`` format and the legacy ``rope_theta`` +
         ``rope_scaling`` one; ``head_dim`` (else ``hidden_size // num_attention_heads``),
@@ -212,11 +285,16 @@ class RopeSpec:
         section_order : {"chunked", "interleaved"}, optional
             M-RoPE pair assignment. By default ``"interleaved"`` for Qwen3-VL configs (or an
             ``mrope_interleaved`` flag) and ``"chunked"`` otherwise (Qwen2/2.5-VL).
+        strict : bool, default False
+            An unknown key in the RoPE parameters (or a config key naming RoPE that from_hf
+            does not know) is a ValueError rather than a UserWarning; both name the key and
+            the nearest known one.
 
         Returns
         -------
         RopeSpec
-            Half layout (HF's ``rotate_half``), rotating the first ``rotary_dim`` features.
+            The family's layout (HF's ``rotate_half`` unless the table says otherwise),
+            rotating the first ``rotary_dim`` features.
 
         Raises
         ------
@@ -225,7 +303,9 @@ class RopeSpec:
             integer key, a number for a flag); the message names the key and where it was
             read, e.g. ``config.rope_parameters``.
         ValueError
-            If a config value is out of range (``rope_theta <= 1``, a fractional or zero
+            If the config describes no RoPE (ALiBi: MPT, Bloom, Falcon with ``alibi``) or
+            a rotation no spec states (the message says why), a config value is out of
+            range (``rope_theta <= 1``, a fractional or zero
             integer, NaN), the config has no usable head size, an unknown ``rope_type``, an
             odd rotary dimension, or parameters the scaling rule rejects. A missing or
             None value takes its default; 0, ``""`` and False are values, never "absent".
@@ -248,9 +328,45 @@ class RopeSpec:
         (128, 500000.0, Llama3(factor=8.0, original_max_position=8192, low_freq_factor=1.0, \
 high_freq_factor=4.0))
         """
-        from rope_ref._config.hf import spec_from_hf
+        return _hf().spec_from_hf(
+            config, layer_type=layer_type, section_order=section_order, strict=strict
+        )
 
-        return spec_from_hf(config, layer_type=layer_type, section_order=section_order)
+    @classmethod
+    def from_hf_layers(cls, config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
+        """The spec of each layer of a Hugging Face config; None for a layer without RoPE.
+
+        Layers follow ``layer_types`` (one RoPE per type, as `from_hf` with `layer_type`)
+        and the family's per-layer flags (Llama 4's and SmolLM3's ``no_rope_layers``: 0
+        marks a layer without RoPE; absent, every ``no_rope_layer_interval``-th layer).
+
+        Parameters
+        ----------
+        config : mapping or transformers.PretrainedConfig
+            The model configuration; it gives ``num_hidden_layers`` or ``layer_types``.
+        strict : bool, default False
+            As for `from_hf`.
+
+        Returns
+        -------
+        tuple of (RopeSpec or None)
+            One entry per layer.
+
+        Raises
+        ------
+        ValueError
+            As `from_hf`; also when the config gives no layer count, or per-layer flags
+            that are not a list of 0/1 of one entry per layer.
+
+        Examples
+        --------
+        >>> import rope_ref as rr
+        >>> config = {"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 4,
+        ...           "no_rope_layers": [1, 1, 1, 0]}
+        >>> [spec is not None for spec in rr.RopeSpec.from_hf_layers(config)]
+        [True, True, True, False]
+        """
+        return _hf().specs_per_layer(config, strict=strict)
 
     def to_hf(self, *, max_position_embeddings: int | None = None) -> dict[str, object]:
         """Hugging Face config.json entries of this spec (current ``rope_parameters`` format).
@@ -265,7 +381,8 @@ high_freq_factor=4.0))
         dict
             ``head_dim``, ``rope_parameters`` (``rope_type``, ``rope_theta``, the rule's
             parameters, ``partial_rotary_factor`` when ``rotary_dim < head_dim``,
-            ``mrope_section``) and, when known, ``max_position_embeddings``.
+            ``mrope_section``), ``rope_interleave`` for interleaved pairs written in half
+            order, and, when known, ``max_position_embeddings``.
 
         Raises
         ------
@@ -273,7 +390,8 @@ high_freq_factor=4.0))
             If `max_position_embeddings` is not an integer (bool and strings included).
         ValueError
             If `max_position_embeddings` is fractional or not from 1 to 2**53, or HF cannot
-            express the spec: the interleaved layout, ``rotary_start != 0``, custom `freqs`,
+            express the spec: the interleaved layout (unless written in half order),
+            ``rotary_start != 0``, custom `freqs`,
             xPos, interleaved sections other than Qwen3-VL's three, a rule with no HF type
             (`rope_ref.scaling.NTKAware`), or a fractional length that HF stores as an
             integer (``original_max_position``, `DynamicNTK`'s ``max_position``). What it
@@ -289,9 +407,12 @@ high_freq_factor=4.0))
         >>> rr.RopeSpec.from_hf(spec.to_hf()) == spec
         True
         """
-        from rope_ref._config.hf import spec_to_hf
+        return _hf().spec_to_hf(self, max_position_embeddings=max_position_embeddings)
 
-        return spec_to_hf(self, max_position_embeddings=max_position_embeddings)
+    @property
+    def written_layout(self) -> Layout:
+        """The layout the rotated pairs are written in: `output_layout`, else `layout`."""
+        return self.output_layout or self.layout
 
     @property
     def n_pairs(self) -> int:

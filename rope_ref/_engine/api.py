@@ -210,6 +210,7 @@ def apply_rope(
             inverse=inverse,
             form=form,
             xp=xp,
+            output_layout=spec.output_layout,
         )
     return load_backend(name).rotate(
         x,
@@ -219,6 +220,7 @@ def apply_rope(
         rotary_start=spec.rotary_start,
         inverse=inverse,
         out=out,
+        **_written(spec),
     )
 
 
@@ -582,9 +584,15 @@ def _kernel_qk(
         for a, p, role in zip((q, k), positions, roles, strict=True)
     )
     q_rot, k_rot = load_backend(name).rotate_qk(
-        q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse
-    )
+        q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse,
+        **_written(spec),
+    )  # fmt: skip
     return q_rot, k_rot
+
+
+def _written(spec: RopeSpec) -> dict[str, str]:
+    """``output_layout`` for a kernel, only when the spec writes pairs in another layout."""
+    return {} if spec.output_layout is None else {"output_layout": spec.output_layout}
 
 
 def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:

@@ -128,6 +128,7 @@ def _prepare(
         or s.head_dim != x.shape[-1]
         or s.xpos is not None
         or s.sections is not None
+        or s.output_layout is not None
         or not -x.ndim <= seq_axis < x.ndim
         or seq_axis % x.ndim == x.ndim - 1
         or not (seq_len is None or (_finite(seq_len) and seq_len > 0))

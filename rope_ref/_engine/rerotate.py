@@ -79,7 +79,13 @@ def rerotate(
     if pxp is not xp:
         cos, sin = move_tables(cos, sin, xp=xp, dev=device(x))
     return reference.rotate(
-        x, cos, sin, layout=spec.layout, rotary_start=spec.rotary_start, inverse=False, xp=xp
+        x,
+        cos,
+        sin,
+        layout=spec.written_layout,
+        rotary_start=spec.rotary_start,
+        inverse=False,
+        xp=xp,
     )
 
 

@@ -24,15 +24,16 @@ class Llama3:
     original_max_position : int
         :math:`L_0`, the pre-training context length (8192 for Llama 3.1).
     low_freq_factor, high_freq_factor : float, default 1.0 and 4.0
-        :math:`f_{lo} < f_{hi}`, both positive: wavelengths above :math:`L_0 / f_{lo}` are
-        interpolated, those below :math:`L_0 / f_{hi}` kept.
+        :math:`f_{lo} \le f_{hi}`, both positive: wavelengths above :math:`L_0 / f_{lo}` are
+        interpolated, those below :math:`L_0 / f_{hi}` kept. Equal factors (Llama 4's
+        released configs: 1 and 1) make a step with no blended band.
 
     Raises
     ------
     ValueError
         If a number is not finite or not positive, `factor` is below about 5.6e-309 (the
         inverse frequencies divided by it would overflow), or
-        ``low_freq_factor >= high_freq_factor``; the message names the field.
+        ``low_freq_factor > high_freq_factor``; the message names the field.
 
     Notes
     -----
@@ -54,7 +55,9 @@ class Llama3:
 
     At :math:`s = 1` this is plain RoPE; when every wavelength exceeds :math:`L_0/f_{lo}` it
     is `Linear` (:math:`s`); when every wavelength is below :math:`L_0/f_{hi}` it is plain
-    RoPE.
+    RoPE. With :math:`f_{lo} = f_{hi}` the middle band is the single wavelength
+    :math:`L_0 / f_{lo}`, which takes :math:`\theta_j / s` (the blend's value at that end;
+    HF's formula divides 0 by 0 there, a wavelength no power of a float base hits).
 
     Examples
     --------
@@ -64,10 +67,11 @@ class Llama3:
     >>> theta, plain = rr.inv_freq(spec), rr.inv_freq(rr.RopeSpec(head_dim=128, base=500000.0))
     >>> float(theta[0] / plain[0]), float(theta[-1] / plain[-1])
     (1.0, 0.125)
-    >>> rr.scaling.Llama3(8.0, 8192, low_freq_factor=4.0, high_freq_factor=4.0)
+    >>> step = rr.scaling.Llama3(16.0, 8192, low_freq_factor=1.0, high_freq_factor=1.0)
+    >>> rr.scaling.Llama3(8.0, 8192, low_freq_factor=4.0, high_freq_factor=2.0)
     Traceback (most recent call last):
     ...
-    ValueError: `low_freq_factor` must be less than high_freq_factor (4.0); got 4.0.
+    ValueError: `low_freq_factor` must be at most high_freq_factor (2.0); got 4.0.
     """
 
     factor: float
@@ -84,8 +88,8 @@ class Llama3:
         )
         low = check_positive("low_freq_factor", self.low_freq_factor)
         high = check_positive("high_freq_factor", self.high_freq_factor)
-        if low >= high:
-            msg = f"`low_freq_factor` must be less than high_freq_factor ({high!r}); got {low!r}."
+        if low > high:
+            msg = f"`low_freq_factor` must be at most high_freq_factor ({high!r}); got {low!r}."
             raise ValueError(msg)
         set_field(self, "low_freq_factor", low)
         set_field(self, "high_freq_factor", high)
@@ -97,7 +101,8 @@ class Llama3:
         theta = np.asarray(inv_freq, dtype=np.float64)
         context, low, high = self.original_max_position, self.low_freq_factor, self.high_freq_factor
         wavelength = 2.0 * math.pi / theta
-        gamma = (context / wavelength - low) / (high - low)
+        band = high - low  # 0: a step, no blended band
+        gamma = (context / wavelength - low) / band if band else np.zeros_like(theta)
         blended = (1.0 - gamma) * theta / self.factor + gamma * theta
         out = np.where(wavelength > context / low, theta / self.factor, theta)
         medium = (wavelength >= context / high) & (wavelength <= context / low)

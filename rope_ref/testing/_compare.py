@@ -216,9 +216,10 @@ def check_tolerances(rtol: object, atol: object) -> tuple[float | None, float | 
 def pair_norms(spec: RopeSpec, y: F64) -> F64:
     """Norm of the pair each feature belongs to (``|x|`` for pass-through features)."""
     start, stop = spec.rotary_start, spec.rotary_stop
-    first, second = split_pairs(y[..., start:stop], layout=spec.layout)
+    layout = spec.written_layout  # y holds the pairs as written
+    first, second = split_pairs(y[..., start:stop], layout=layout)
     r = np.hypot(first, second)
-    rotated = np.concatenate([r, r], axis=-1) if spec.layout == "half" else np.repeat(r, 2, axis=-1)
+    rotated = np.concatenate([r, r], axis=-1) if layout == "half" else np.repeat(r, 2, axis=-1)
     return np.concatenate([np.abs(y[..., :start]), rotated, np.abs(y[..., stop:])], axis=-1)
 
 

@@ -48,10 +48,34 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--max-position", type=int, default=131071, help="largest position")
     parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument(
+        "--transformers",
+        nargs="*",
+        metavar="MODEL_TYPE",
+        help="instead: drive every RoPE model family of transformers (or those named) through "
+        "its own rotary module and apply function, and compare with RopeSpec.from_hf",
+    )
     parser.set_defaults(run=_run)
 
 
+def _run_transformers(args: argparse.Namespace) -> int:
+    from rope_ref.cli.survey.transformers_sweep import sweep, sweep_lines
+
+    quiet = args.json or not sys.stderr.isatty()
+    results = sweep(
+        args.transformers or None,
+        progress=None if quiet else lambda text: print(f"  {text}", file=sys.stderr),
+    )
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        print("\n".join(sweep_lines(results)))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.transformers is not None:
+        return _run_transformers(args)
     from rope_ref.cli.survey.run import survey
 
     if not 16 <= args.max_position <= MAX_POSITION:
