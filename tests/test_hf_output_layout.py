@@ -78,6 +78,23 @@ def test_numba(dtype: type, inverse: bool, in_place: bool) -> None:
     )
 
 
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_numba_bfloat16(inverse: bool, in_place: bool) -> None:
+    pytest.importorskip("numba")
+    bf16 = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    x, p = _inputs(np.float32)
+    x = x.astype(bf16)
+    work = x.copy()
+    y = rr.apply_rope(
+        work, SPEC, p, inverse=inverse, backend="numba", out=work if in_place else None
+    )
+    assert y.dtype == bf16
+    expected = _expected(x.astype(np.float64), p, inverse=inverse)
+    # one rounding to bfloat16 (8 bits) of a float32 rotation: within 2**-8 of the largest pair
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=0, atol=2.0**-8 * 4)
+
+
 def test_cuda_kernel_host_emulation() -> None:
     from tests.cuda_host import emulation
 
