@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -105,14 +106,85 @@ def test_console_script_is_installed():
     assert "verify" in result.stdout
     bad = subprocess.run([exe, "frobnicate"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2
-    assert "invalid choice" in bad.stderr
+    assert "unknown command 'frobnicate'" in bad.stderr
 
 
-def test_module_entry_point():
+@pytest.mark.parametrize("module", ["rope_ref", "rope_ref.cli"])
+def test_module_entry_point(module):
     result = subprocess.run(
-        [sys.executable, "-m", "rope_ref.cli", "example"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-m", module, "example"], capture_output=True, text=True, check=True
     )
     assert "RoPE" in result.stdout
+
+
+def test_version_is_the_package_version(capsys):
+    import rope_ref
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rope-ref {rope_ref.__version__}"
+
+
+def _parsers():
+    from rope_ref.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return parser, commands
+
+
+def test_every_subcommand_and_option_has_help():
+    parser, commands = _parsers()
+    described = {a.dest: a.help for a in commands._choices_actions}
+    assert set(described) == set(commands.choices)
+    for name, sub in [("rope-ref", parser), *commands.choices.items()]:
+        assert name == "rope-ref" or described[name], name
+        assert sub.description, f"{name} has no description"
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, (name, action.dest)
+            assert action.help != argparse.SUPPRESS, (name, action.dest)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named", "suggested", "usage"),
+    [
+        (["verify", "--jsn"], "--jsn", "--json", "usage: rope-ref verify"),
+        (["bound", "--contxt", "100"], "--contxt", "--context", "usage: rope-ref bound"),
+        (["bench", "--rouns", "3"], "--rouns", "--rounds", "usage: rope-ref bench"),
+        (["survey", "--jsno"], "--jsno", "--json", "usage: rope-ref survey"),
+        (["verfy"], "'verfy'", "verify", "usage: rope-ref [-h]"),
+    ],
+)
+def test_a_mistyped_word_is_named_with_the_nearest_one(argv, named, suggested, usage, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err
+    assert f"did you mean {suggested}?" in err
+    assert usage in err
+
+
+def test_an_unknown_option_far_from_all_lists_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        main(["verify", "--zzzzzz"])
+    assert "choose from --help, --json" in capsys.readouterr().err
+
+
+def test_unique_abbreviations_still_parse(capsys):
+    assert main(["bound", "--cont", "100"]) == 0  # argparse's unique prefixes
+    assert "229.0" in capsys.readouterr().out
+
+
+def test_an_interrupted_command_exits_130(monkeypatch, capsys):
+    from rope_ref.cli import example
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(example, "run_example", interrupted)
+    assert main(["example"]) == 130
+    assert "interrupted" in capsys.readouterr().err

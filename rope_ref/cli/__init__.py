@@ -1,13 +1,22 @@
-"""The `rope-ref` command line."""
+"""The `rope-ref` command line.
+
+Exit status, for every subcommand: 0 success, 1 a failed check (or a benchmark that could
+not run), 2 a usage error (an unknown subcommand or option, a bad value), 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
+import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+#: Exit status of a run stopped with Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
 
 #: Modules that add further subcommands; each defines ``register(commands)``, where
 #: `commands` is the parser's subparsers action, and sets ``run`` as the default.
@@ -43,10 +52,18 @@ def _example(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `rope-ref` and its subcommands."""
+    from rope_ref import __version__
+
     parser = argparse.ArgumentParser(
-        prog="rope-ref", description="Reference engine for rotary position embedding (RoPE)."
+        prog="rope-ref",
+        description="Reference engine for rotary position embedding (RoPE).",
+        epilog="Exit status: 0 success, 1 a check failed, 2 usage error, 130 interrupted. "
+        "Run `rope-ref COMMAND --help` for a command's options.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--version", action="version", version=f"rope-ref {__version__}", help="print the version"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     verify = commands.add_parser(
         "verify",
         help="check the engine's invariants on every installed namespace and backend",
@@ -58,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the results as JSON")
     verify.set_defaults(run=_verify)
     example = commands.add_parser(
-        "example", help="the 4-token, d = 4 worked example: absolute sinusoidal PE vs RoPE"
+        "example",
+        help="the 4-token, d = 4 worked example: absolute sinusoidal PE vs RoPE",
+        description="Print four tokens with d = 4: the absolute sinusoidal position "
+        "embedding added to them, beside RoPE rotating them (interleaved pairs, base "
+        "10000), the relative-position property, and three slips to avoid by hand.",
     )
     example.set_defaults(run=_example)
     for module_name in _SUBCOMMAND_MODULES:
@@ -67,6 +88,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `rope-ref` with `argv` (default: the command line); return the exit status."""
-    args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    """Run `rope-ref` with `argv` (default: the command line); return the exit status.
+
+    Examples
+    --------
+    >>> try:
+    ...     main(["verfy"])  # the usage, and "did you mean verify?", go to stderr
+    ... except SystemExit as stop:
+    ...     print(stop.code)
+    2
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    _refuse_unknown_words(parser, argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print(f"rope-ref {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _refuse_unknown_words(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Exit (status 2) on a mistyped subcommand or option, naming it and the nearest match.
+
+    argparse alone reports an unknown option of a subcommand with the top-level usage, and
+    reports a missing required option before the mistyped one that was meant to give it.
+    """
+    commands = _subcommands(parser)
+    position = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if position is None:
+        return
+    command = argv[position]
+    if command not in commands:
+        parser.error(f"unknown command {command!r}{_nearest(command, list(commands))}")
+    sub = commands[command]
+    known = [o for o in sub._option_string_actions if o.startswith("--")]
+    for word in argv[position + 1 :]:
+        if word == "--":
+            return
+        if not word.startswith("--"):
+            continue
+        name = word.split("=", 1)[0]
+        if name in known or sum(k.startswith(name) for k in known) == 1:  # a known abbreviation
+            continue
+        sub.error(f"unrecognized option {name}{_nearest(name, known)}")
+
+
+def _nearest(word: str, choices: list[str]) -> str:
+    """``"; did you mean X?"`` for the choice nearest `word`, or ``"; choose from ..."``."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]}?"
+    return f"; choose from {', '.join(sorted(choices))}"

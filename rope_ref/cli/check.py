@@ -39,7 +39,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         + "; ".join(f"{name}: {text}" for name, text in _CONVENTION_HELP.items()),
     )
     parser.add_argument("target", metavar="MODULE:FUNCTION", help="the callable to check")
-    parser.add_argument("--convention", required=True, choices=tuple(_CONVENTION_HELP))
+    parser.add_argument(
+        "--convention",
+        required=True,
+        choices=tuple(_CONVENTION_HELP),
+        help="how the target is called (listed below)",
+    )
     spec = parser.add_argument_group("the embedding (default: LLaMA's, head_dim 64)")
     spec.add_argument(
         "--hf-config",
@@ -57,7 +62,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="factor the results must carry on cos/sin, as YaRN's mscale (1)",
     )
-    spec.add_argument("--layout", choices=("auto", "half", "interleaved"), default="auto")
+    spec.add_argument(
+        "--layout",
+        choices=("auto", "half", "interleaved"),
+        default="auto",
+        help="feature pairing of the target (auto: detected from a probe call)",
+    )
     call = parser.add_argument_group("calling the target")
     call.add_argument(
         "--array", choices=("numpy", "torch", "mlx"), default="numpy", help="plain: array kind"

@@ -64,14 +64,25 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     bench.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="for --shape")
     bench.add_argument("--only", action="append", metavar="NAME", help="time only these")
-    bench.add_argument("--rounds", type=_positive, default=15, help="interleaved rounds")
+    bench.add_argument(
+        "--rounds",
+        type=_positive,
+        default=15,
+        help="interleaved rounds: one timed call of each implementation per round (15)",
+    )
     bench.add_argument(
         "--sweep",
         action="store_true",
         help=f"batch 1, 32 heads of 128, seq {SWEEP_LENGTHS[0]} to {SWEEP_LENGTHS[-1]}: "
         "how time grows with size (copy, numba and torch eager unless --only)",
     )
-    bench.add_argument("--sweep-max", type=_positive, default=SWEEP_LENGTHS[-1])
+    bench.add_argument(
+        "--sweep-max",
+        type=_positive,
+        default=SWEEP_LENGTHS[-1],
+        metavar="S",
+        help=f"the longest sequence of --sweep (default {SWEEP_LENGTHS[-1]})",
+    )
     bench.add_argument(
         "--sequences",
         action="append",
