@@ -188,3 +188,25 @@ def test_an_interrupted_command_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(example, "run_example", interrupted)
     assert main(["example"]) == 130
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_peer_import_notices_are_silenced(tmp_path):
+    """torchao's "Failed to load" lines and torch's pytree notice: loggers, not warnings."""
+    target = tmp_path / "noisy_peer.py"
+    target.write_text(
+        "import logging\n"
+        "logging.getLogger('torchao').warning('Failed to load _C_mxfp8.so')\n"
+        "logging.getLogger('torch.utils._pytree').warning('Enum subclass ... deprecated')\n"
+        "logging.getLogger('elsewhere').warning('kept')\n"
+    )
+    code = (
+        "import sys; from rope_ref.cli import main\n"
+        "import rope_ref.cli.example as e; e.run_example = lambda: __import__('noisy_peer') and 0\n"
+        "sys.exit(main(['example']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert "Failed to load" not in result.stderr
+    assert "deprecated" not in result.stderr
+    assert "kept" in result.stderr

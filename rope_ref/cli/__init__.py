@@ -10,6 +10,7 @@ import argparse
 import difflib
 import importlib
 import json
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,10 @@ __all__ = ["build_parser", "main"]
 
 #: Exit status of a run stopped with Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
+#: Loggers of optional peers that warn when imported, about themselves, not about RoPE:
+#: torchao (pulled in by transformers and torchtune) on its CUDA extensions, and torch's
+#: pytree on torchao's registrations. The commands raise them to errors only.
+PEER_IMPORT_LOGGERS = ("torchao", "torch.utils._pytree")
 
 #: Modules that add further subcommands; each defines ``register(commands)``, where
 #: `commands` is the parser's subparsers action, and sets ``run`` as the default.
@@ -102,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _refuse_unknown_words(parser, argv)
     args = parser.parse_args(argv)
+    for name in PEER_IMPORT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
