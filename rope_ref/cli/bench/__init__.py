@@ -119,8 +119,9 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by `args`; print a table or JSON."""
-    from rope_ref.cli.bench.cpu import Unavailable, not_timed
-    from rope_ref.cli.bench.harness import Case, run_case, sweep_cases
+    from rope_ref.cli.bench.cpu import not_timed
+    from rope_ref.cli.bench.harness import run_case, sweep_cases
+    from rope_ref.cli.bench.rows import Case, Unavailable
 
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
@@ -196,14 +197,15 @@ def _memory_bytes() -> int:
 
 def _unknown_names(only: Sequence[str] | None, cases: Sequence[Any]) -> str | None:
     """Why some --only names match nothing that these cases time, or None."""
-    from rope_ref.cli.bench.cpu import Unavailable, implementations
+    from rope_ref.cli.bench.harness import rows
+    from rope_ref.cli.bench.rows import Unavailable
 
     if not only:
         return None
     known: dict[str, None] = {}
     for case, _ in cases:
         try:
-            known.update((impl.name, None) for impl in implementations(case))
+            known.update((impl.name, None) for impl in rows(case))
         except Unavailable:  # reported when the case runs
             return None
     unknown = [name for name in only if name not in known]
