@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rope_ref.cli import main
-from rope_ref.cli.progress import ProgressBar
+from rope_ref.cli.progress import Progress
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -25,9 +25,10 @@ def worst(dim, length, base):
 def test_bound_prints_a_table_in_the_order_given(capsys):
     assert main(["bound", "--dim", "32", "--context", "300", "--context", "100"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert "smallest base" in lines[0]
-    assert "d = 32" in lines[0]
-    rows = [line.split() for line in lines[1:]]
+    assert lines[0].split() == ["context", "length", "smallest", "base"]
+    assert set(lines[1]) == {"─"}
+    assert lines[-1].startswith("d = 32;")
+    rows = [line.split() for line in lines[2:-1]]
     assert [r[0] for r in rows] == ["300", "100"]
     assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d", r[1]) for r in rows)  # one format
     for length, row in ((300, rows[0]), (100, rows[1])):
@@ -87,24 +88,64 @@ def test_plot_rejects_an_unknown_figure(tmp_path):
         main(["plot", "spectrum", "--out", str(tmp_path / "x.png")])
 
 
-def test_progress_bar_draws_and_finishes_the_line():
+def test_progress_on_a_terminal_draws_a_bar_with_times():
     stream = io.StringIO()
-    bar = ProgressBar("job", width=10, stream=stream, force=True)
-    bar.update(0.5, "half", now=True)
-    bar.update(2.0, "clipped", now=True)
-    bar.close()
+    with Progress("job", total=4, stream=stream, terminal=True) as bar:
+        bar.update(2, detail="half")
     text = stream.getvalue()
-    assert "job [#####.....]  50% half" in text
-    assert "job [##########] 100% clipped" in text
-    assert text.endswith("\n")
+    assert "job" in text
+    assert "50%" in text or "100%" in text
+    assert "half" in text
+    assert re.search(r"\d:\d\d:\d\d", text)  # elapsed, h:mm:ss
 
 
-def test_progress_bar_is_silent_off_a_terminal():
+def test_progress_off_a_terminal_prints_periodic_lines_with_an_estimate(monkeypatch):
+    clock = iter([0.0, 5.0, 12.0, 20.0, 30.0])
+    monkeypatch.setattr("rope_ref.cli.progress.time.monotonic", lambda: next(clock))
     stream = io.StringIO()
-    bar = ProgressBar("job", stream=stream)
-    bar.update(0.5, now=True)
-    bar.close()
-    assert stream.getvalue() == ""
+    with Progress("job", total=4, stream=stream, interval=10.0) as bar:
+        bar.update(1, detail="a")  # 5 s: too soon for a line
+        bar.update(2, detail="b")  # 12 s: a line, half done in 12 s, about 12 s left
+        bar.update(3, detail="c")  # 20 s: too soon after the last line
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "job: 50% (elapsed 12 s, about 12 s left) b",
+        "job: 75% (elapsed 30 s, about 10 s left) c",
+    ]
+
+
+def test_progress_of_unknown_total_gives_the_elapsed_time(monkeypatch):
+    stream = io.StringIO()
+    with Progress("job", total=None, stream=stream) as bar:
+        bar.advance(detail="one")
+    assert re.fullmatch(r"job: \(elapsed \d+ s\) one\n", stream.getvalue())
+
+
+def test_bound_piped_reports_progress_on_stderr(capsys):
+    assert main(["bound", "--dim", "32", "--context", "300"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"rope-ref bound: 100% \(elapsed \d+ s\) done", err)
+
+
+def test_bound_search_reports_growing_shares_of_its_work():
+    from rope_ref.analysis import _bound
+
+    shares: list[float] = []
+    _bound.smallest_feasible_log_base(40, 5000, lambda _, share: shares.append(share))
+    assert shares[0] == 0.0
+    assert 0.3 < shares[len(shares) // 2] < 1.0  # it moves during the search, not at its end
+    assert shares == sorted(shares)
+
+
+def test_bound_json(capsys):
+    import json
+
+    assert main(["bound", "--dim", "32", "--context", "100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dim"] == 32
+    (row,) = report["bounds"]
+    assert row["context_length"] == 100
+    assert worst(32, 100, row["smallest_base"]) >= 0
 
 
 # --- bad input: a one-line error and exit status 2, before any work ----------------------
@@ -133,6 +174,7 @@ def test_bad_input_is_one_line_on_stderr_and_status_2(tmp_path, capsys, monkeypa
         pytest.fail("the search or the drawing started before the input was refused")
 
     monkeypatch.setattr(analysis, "base_lower_bound", started)
+    monkeypatch.setattr("rope_ref.analysis._bound.smallest_feasible_log_base", started)
     monkeypatch.setattr(_plots, "bound_figure", started)
     monkeypatch.setattr(_plots, "FIGURES", dict.fromkeys(_plots.FIGURES, started))
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
