@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -100,25 +101,35 @@ def test_progress_on_a_terminal_draws_a_bar_with_times():
 
 
 def test_progress_off_a_terminal_prints_periodic_lines_with_an_estimate(monkeypatch):
-    clock = iter([0.0, 5.0, 12.0, 20.0, 30.0])
+    clock = iter([0.0, 500.0, 1200.0, 2000.0, 3000.0])
     monkeypatch.setattr("rope_ref.cli.progress.time.monotonic", lambda: next(clock))
     stream = io.StringIO()
-    with Progress("job", total=4, stream=stream, interval=10.0) as bar:
-        bar.update(1, detail="a")  # 5 s: too soon for a line
-        bar.update(2, detail="b")  # 12 s: a line, half done in 12 s, about 12 s left
-        bar.update(3, detail="c")  # 20 s: too soon after the last line
+    with Progress("job", total=4, stream=stream, interval=1000.0) as bar:
+        bar.update(1, detail="a")  # 500 s: too soon for a line
+        bar.update(2, detail="b")  # 1200 s: a line, half done, about as long left
+        bar.update(3, detail="c")  # 2000 s: too soon after the last line
     lines = stream.getvalue().splitlines()
     assert lines == [
-        "job: 50% (elapsed 12 s, about 12 s left) b",
-        "job: 75% (elapsed 30 s, about 10 s left) c",
+        "job: 50% (elapsed 20 min 00 s, about 20 min 00 s left) b",
+        "job: 75% (elapsed 50 min 00 s, about 16 min 40 s left) c",
     ]
+
+
+def test_progress_off_a_terminal_speaks_while_a_step_takes_long():
+    stream = io.StringIO()
+    with Progress("job", total=2, stream=stream, interval=0.2) as bar:
+        bar.update(1, detail="one slow step")
+        time.sleep(0.7)  # no update meanwhile: the timer writes the lines
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3
+    assert all(line.startswith("job: 50% (elapsed") for line in lines[:-1])
 
 
 def test_progress_of_unknown_total_gives_the_elapsed_time(monkeypatch):
     stream = io.StringIO()
     with Progress("job", total=None, stream=stream) as bar:
         bar.advance(detail="one")
-    assert re.fullmatch(r"job: \(elapsed \d+ s\) one\n", stream.getvalue())
+    assert re.fullmatch(r"job: \(elapsed \d+ s\) done\n", stream.getvalue())
 
 
 def test_bound_piped_reports_progress_on_stderr(capsys):

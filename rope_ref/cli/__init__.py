@@ -1,7 +1,8 @@
 """The `rope-ref` command line.
 
 Exit status, for every subcommand: 0 success, 1 a failed check (or a benchmark that could
-not run), 2 a usage error (an unknown subcommand or option, a bad value), 130 interrupted.
+not run), 2 a usage error (an unknown subcommand or option, a bad value), 130 interrupted,
+141 the output's reader left.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import difflib
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +20,8 @@ __all__ = ["build_parser", "main"]
 
 #: Exit status of a run stopped with Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
+#: Exit status when the output's reader has gone (128 + SIGPIPE), as shells report it.
+CLOSED_PIPE = 141
 #: Loggers of optional peers that warn when imported, about themselves, not about RoPE:
 #: torchao (pulled in by transformers and torchtune) on its CUDA extensions, and torch's
 #: pytree on torchao's registrations. The commands raise them to errors only.
@@ -34,9 +38,11 @@ _SUBCOMMAND_MODULES = (
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from rope_ref.cli.verify import describe_setup, print_table, progress_to_stderr, run_checks
+    from rope_ref.cli.progress import Progress
+    from rope_ref.cli.verify import describe_setup, print_table, run_checks
 
-    results, skipped = run_checks(progress=None if args.json else progress_to_stderr)
+    with Progress("rope-ref verify", total=None) as bar:
+        results, skipped = run_checks(progress=lambda text: bar.advance(detail=text))
     if args.json:
         report = {
             "setup": describe_setup(),
@@ -45,7 +51,7 @@ def _verify(args: argparse.Namespace) -> int:
         }
         print(json.dumps(report, indent=2))
     else:
-        print_table(results, skipped)
+        print_table(results, skipped, wide=args.wide)
     return 0 if results and all(r.passed for r in results) else 1
 
 
@@ -62,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rope-ref",
         description="Reference engine for rotary position embedding (RoPE).",
-        epilog="Exit status: 0 success, 1 a check failed, 2 usage error, 130 interrupted. "
+        epilog="Exit status: 0 success, 1 a check failed, 2 usage error, 130 interrupted, "
+        "141 output closed. "
         "Run `rope-ref COMMAND --help` for a command's options.",
     )
     parser.add_argument(
@@ -78,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         "backend, in float64 and float32. Exit status 1 if any check fails.",
     )
     verify.add_argument("--json", action="store_true", help="print the results as JSON")
+    verify.add_argument(
+        "--wide", action="store_true", help="never fit the table to the terminal's width"
+    )
     verify.set_defaults(run=_verify)
     example = commands.add_parser(
         "example",
@@ -114,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rope-ref {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # the reader left (`rope-ref verify | head`): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

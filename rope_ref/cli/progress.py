@@ -3,12 +3,14 @@
 On a terminal, rich draws ``label ━━━━━╸━━━━ 40% 0:00:12 0:00:18 detail`` (elapsed, then
 the estimate of the time left) and leaves the finished bar in place. Elsewhere (a pipe, a
 CI log) a line ``label: 40% (elapsed 12 s, about 18 s left) detail`` is printed every
-`interval` seconds, and one when the work ends, so that a long run is never silent.
+`interval` seconds (by a timer, also while one step takes long), and one when the work
+ends, so that a long run is never silent.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from types import TracebackType
 from typing import TextIO
@@ -71,9 +73,14 @@ class Progress:
             disable=not self.live,
         )
         self._task = self._rich.add_task(label, total=self.total, detail="")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timer = threading.Thread(target=self._tick, name="rope-ref progress", daemon=True)
 
     def __enter__(self) -> Progress:
         self._rich.start()
+        if not self.live:
+            self._timer.start()
         return self
 
     def __exit__(
@@ -83,7 +90,11 @@ class Progress:
         trace: TracebackType | None,
     ) -> None:
         self._rich.stop()
+        self._stop.set()
+        if self._timer.is_alive():
+            self._timer.join()
         if not self.live and kind is None:
+            self.detail = "done" if self.total is None else self.detail
             self._line(time.monotonic())
 
     def update(self, completed: float, *, detail: str | None = None) -> None:
@@ -94,14 +105,22 @@ class Progress:
         if detail is not None:
             self.detail = detail
         self._rich.update(self._task, completed=self.completed, detail=self.detail)
-        now = time.monotonic()
-        if not self.live and now - self._last_line >= self.interval:
-            self._last_line = now
-            self._line(now)
+        self._maybe_line()
 
     def advance(self, steps: float = 1.0, *, detail: str | None = None) -> None:
         """Add `steps` to the steps done."""
         self.update(self.completed + steps, detail=detail)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval / 4):
+            self._maybe_line()
+
+    def _maybe_line(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not self.live and now - self._last_line >= self.interval:
+                self._last_line = now
+                self._line(now)
 
     def _line(self, now: float) -> None:
         elapsed = now - self._start

@@ -92,6 +92,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         f"call (repeatable; default {', '.join(map(str, INTERLEAVED_SEQUENCES))})",
     )
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    bench.add_argument(
+        "--wide", action="store_true", help="never fit the table to the terminal's width"
+    )
     bench.set_defaults(run=run)
 
 
@@ -122,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     from rope_ref.cli.bench.cpu import not_timed
     from rope_ref.cli.bench.harness import run_case, sweep_cases
     from rope_ref.cli.bench.rows import Case, Unavailable
+    from rope_ref.cli.progress import Progress
+    from rope_ref.cli.tables import table_width
 
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
@@ -149,22 +154,24 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"rope-ref bench: error: {problem}", file=sys.stderr)
         return 2
-    bar = _ProgressBar(len(cases) * args.rounds, enabled=sys.stderr.isatty())
     results = []
-    try:
-        for case, only in cases:
-            results.extend(run_case(case, only=only, rounds=args.rounds, progress=bar.step))
-    except Unavailable as why:
-        bar.close()
-        print(f"rope-ref bench: {why}", file=sys.stderr)
-        return 1
-    bar.close()
+    with Progress("rope-ref bench", total=len(cases) * args.rounds) as bar:
+        try:
+            for case, only in cases:
+
+                def step(detail: str, rounds: int) -> None:
+                    bar.advance(rounds, detail=detail)
+
+                results.extend(run_case(case, only=only, rounds=args.rounds, progress=step))
+        except Unavailable as why:
+            print(f"rope-ref bench: {why}", file=sys.stderr)
+            return 1
     if args.json:
         report = {"machine": machine_description(), "results": [r.as_dict() for r in results]}
         print(json.dumps(report, indent=2))
     else:
         print(_describe(machine_description()))
-        print(format_table(results))
+        print(format_table(results, width=table_width(wide=args.wide)))
         missing = dict.fromkeys(m for case, _ in cases for m in not_timed(case))
         if missing and not args.only:
             print(f"not timed here: {'; '.join(missing)}")
@@ -268,24 +275,24 @@ def _describe(info: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in info.items())
 
 
-def format_table(results: Sequence[Any]) -> str:
-    """Results as an aligned text table, one block per case; unsteady medians marked "!"."""
+def format_table(results: Sequence[Any], *, width: int | None = None) -> str:
+    """Results as a table per case, at most `width` wide; unsteady medians marked "!"."""
     from rope_ref.cli.bench.harness import UNSTEADY_SPREAD
+    from rope_ref.cli.tables import Column
+    from rope_ref.cli.tables import format_table as layout
 
-    header = (
-        "implementation", "median", "quartiles", "GB/s", "% of copy", "x reference", "n", "note",
-    )  # fmt: skip
-    rows: list[tuple[str, ...]] = []
-    case = None
-    unsteady = False
-    for r in results:
-        if r.case != case:
-            case = r.case
-            rows.append((f"[{case.label}]", *[""] * (len(header) - 1)))
-        unsteady = unsteady or r.unsteady
-        rows.append(
+    columns = [
+        Column("implementation", wrap=True),
+        *(Column(h, "right") for h in ("median", "quartiles", "GB/s", "% of copy")),
+        Column("x reference", "right"),
+        Column("n", "right"),
+        Column("note", wrap=True),
+    ]
+    lines: list[str] = []
+    for case in dict.fromkeys(r.case for r in results):
+        rows = [
             (
-                f"  {r.name}",
+                r.name,
                 _time(r.median_s) + (" !" if r.unsteady else ""),
                 "-" if r.q1_s is None else f"{_time(r.q1_s)} - {_time(r.q3_s)}",
                 _num(r.gb_per_s, "{:.1f}"),
@@ -294,13 +301,11 @@ def format_table(results: Sequence[Any]) -> str:
                 str(r.samples),
                 r.note,
             )
-        )
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    if unsteady:
+            for r in results
+            if r.case == case
+        ]
+        lines += [*([""] if lines else []), f"[{case.label}]", *layout(columns, rows, width=width)]
+    if any(r.unsteady for r in results):
         lines.append(
             f"! unsteady: the quartiles span more than {UNSTEADY_SPREAD:.0%} of the median; "
             "the machine was busy or the call's time varies (run again, or with more --rounds)"
@@ -320,24 +325,3 @@ def _time(seconds: float | None) -> str:
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr (only on a terminal)."""
-
-    def __init__(self, total: int, *, enabled: bool, width: int = 30) -> None:
-        self.total, self.enabled, self.width = max(total, 1), enabled, width
-        self.done = 0
-
-    def step(self, message: str) -> None:
-        if "round" in message:
-            self.done += 1
-        if not self.enabled:
-            return
-        filled = self.width * min(self.done, self.total) // self.total
-        bar = "#" * filled + "." * (self.width - filled)
-        print(f"\r[{bar}] {self.done}/{self.total} {message[:60]:<60}", end="", file=sys.stderr)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)

@@ -110,16 +110,19 @@ def run_case(
     *,
     only: Sequence[str] | None = None,
     rounds: int = 15,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> list[Result]:
-    """Time every row available for `case` (those named in `only`, and the baseline)."""
+    """Time every row available for `case` (those named in `only`, and the baseline).
+
+    `progress` is called with what is being done and the rounds just finished (0 or 1).
+    """
     impls = [i for i in rows(case) if only is None or i.name in only or i.kind == "baseline"]
     x = np.random.default_rng(0).standard_normal(case.shape).astype(_host_dtype(case.dtype))
     runners: dict[str, Callable[[], object]] = {}
     notes: dict[str, str] = {}
     for impl in impls:
         if progress is not None:
-            progress(f"{case.label}: preparing {impl.name}")
+            progress(f"{case.label}: preparing {impl.name}", 0)
         try:
             runners[impl.name] = _batched(impl.prepare(x), case.device)
         except Unavailable as why:
@@ -145,18 +148,18 @@ def _interleaved(
     runners: dict[str, Callable[[], object]],
     case: Case,
     rounds: int,
-    progress: Callable[[str], None] | None,
+    progress: Callable[[str, int], None] | None,
 ) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for r in range(rounds):
-        if progress is not None:
-            progress(f"{case.label}: round {r + 1}/{rounds}")
         for name, run in runners.items():
             times = samples[name]
             if r >= SLOW_ROUNDS and times and statistics.median(times) > SLOW_CALL_S:
                 continue
             getattr(run, "once", run)()  # settle: absorb what the previous row left behind
             times.append(_time_call(run, case.device))
+        if progress is not None:
+            progress(f"{case.label}: round {r + 1}/{rounds}", 1)
     return samples
 
 
