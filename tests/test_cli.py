@@ -182,7 +182,7 @@ def test_unique_abbreviations_still_parse(capsys):
 def test_an_interrupted_command_exits_130(monkeypatch, capsys):
     from rope_ref.cli import example
 
-    def interrupted() -> int:
+    def interrupted(**options: bool) -> int:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(example, "run_example", interrupted)
@@ -201,7 +201,8 @@ def test_peer_import_notices_are_silenced(tmp_path):
     )
     code = (
         "import sys; from rope_ref.cli import main\n"
-        "import rope_ref.cli.example as e; e.run_example = lambda: __import__('noisy_peer') and 0\n"
+        "import rope_ref.cli.example as e\n"
+        "e.run_example = lambda **options: __import__('noisy_peer') and 0\n"
         "sys.exit(main(['example']))\n"
     )
     result = subprocess.run(
@@ -210,3 +211,53 @@ def test_peer_import_notices_are_silenced(tmp_path):
     assert "Failed to load" not in result.stderr
     assert "deprecated" not in result.stderr
     assert "kept" in result.stderr
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_tables_fit_the_terminal_and_wide_keeps_rows_whole(width, monkeypatch, capsys):
+    from rope_ref.cli import tables
+
+    def fitted_width(*, wide=False, stream=None):
+        return None if wide else width
+
+    monkeypatch.setattr(tables, "table_width", fitted_width)
+    assert main(["example"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  3")]
+    assert main(["example", "--wide"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) > width  # whole rows
+    assert all(len(line) <= width for line in table)
+    assert table  # the row of position 3, wrapped
+
+
+def test_fitted_tables_keep_every_value(capsys):
+    from rope_ref.cli.tables import Column, format_table
+
+    columns = [Column("a", wrap=True), Column("b", "right")]
+    rows = [("alpha beta gamma delta epsilon", "3.14")]
+    lines = format_table(columns, rows, width=16)
+    assert max(len(line) for line in lines) <= 16
+    words = " ".join(lines).split()
+    for word in ("alpha", "beta", "gamma", "delta", "epsilon", "3.14"):
+        assert word in words
+
+
+def test_survey_table_wraps_its_settings_column():
+    from rope_ref.cli.survey import table_lines
+    from rope_ref.cli.survey.run import Row
+
+    settings = "rope_type=yarn, factor=4.0, original_max_position_embeddings=8192, beta_fast=32"
+    rows = [Row("transformers", "5.0", "LlamaRotaryEmbedding", settings, "conformant", 0.27)]
+    lines = table_lines(rows, width=70)
+    assert max(len(line) for line in lines) <= 70
+    assert len(lines) > 3
+    assert len(table_lines(rows)) == 3  # unlimited: header, rule, one row
+
+
+def test_example_json_has_the_numbers(capsys):
+    assert main(["example", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sinusoidal_pe"][3][0] == pytest.approx(math.sin(3))
+    assert report["rotated"][1][:2] == pytest.approx([-math.sin(1), math.cos(1)])
+    scores = {s["score"] for s in report["relative_scores"] if s["n"] - s["m"] == 1}
+    assert max(scores) - min(scores) < 1e-12

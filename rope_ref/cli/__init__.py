@@ -58,7 +58,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _example(args: argparse.Namespace) -> int:
     from rope_ref.cli.example import run_example
 
-    return run_example()
+    return run_example(json_output=args.json, wide=args.wide)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print four tokens with d = 4: the absolute sinusoidal position "
         "embedding added to them, beside RoPE rotating them (interleaved pairs, base "
         "10000), the relative-position property, and three slips to avoid by hand.",
+    )
+    example.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    example.add_argument(
+        "--wide", action="store_true", help="never fit the tables to the terminal's width"
     )
     example.set_defaults(run=_example)
     for module_name in _SUBCOMMAND_MODULES:
