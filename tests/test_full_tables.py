@@ -41,7 +41,7 @@ def test_partial_rotary_is_rotary_dim_wide_and_grids_keep_their_shape():
 
 def test_full_must_be_a_bool():
     with pytest.raises(TypeError, match="`full` must be True or False; got 1"):
-        rr.rope_cos_sin(rr.RopeSpec(head_dim=8), [0], full=1)  # type: ignore[arg-type]
+        rr.rope_cos_sin(rr.RopeSpec(head_dim=8), [0], full=1)
 
 
 @pytest.mark.skipif(
@@ -54,7 +54,10 @@ def test_the_tables_are_hfs_own():
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     config = transformers.LlamaConfig(
-        hidden_size=512, num_attention_heads=4, head_dim=128, rope_theta=500000.0
+        hidden_size=512,
+        num_attention_heads=4,
+        head_dim=128,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
     )
     positions = torch.tensor([[0, 1, 17, 4000]])
     x = torch.zeros(1, 4, 4, 128, dtype=torch.float64)

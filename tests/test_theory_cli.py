@@ -226,3 +226,45 @@ def test_plot_reports_a_file_it_cannot_write(capsys):
     err = capsys.readouterr().err
     assert err.startswith("rope-ref plot: error: cannot write '/proc/rope-ref.png': ")
     assert "Traceback" not in err
+
+
+def _drawn(monkeypatch, draw):
+    """The matplotlib figure that `draw(path)` saves."""
+    from rope_ref.analysis import _plots
+
+    saved = []
+    monkeypatch.setattr(_plots, "_save", lambda fig, path: saved.append(fig))
+    draw(Path("unused.png"))
+    return saved[0]
+
+
+def test_discrimination_lines_differ_in_colour_and_style(monkeypatch):
+    from rope_ref.analysis import _plots
+
+    fig = _drawn(monkeypatch, lambda p: _plots.discrimination_figure(p, dim=32))
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("base")]
+    assert len(lines) == len(_plots.DISCRIMINATION_BASES)
+    assert len({ln.get_color() for ln in lines}) == len(lines)
+    assert len({str(ln.get_linestyle()) for ln in lines}) == len(lines)
+
+
+def test_bound_labels_sit_clear_of_the_curve_and_inside_the_axes(monkeypatch):
+    from rope_ref.analysis import _plots
+
+    monkeypatch.setattr(_plots, "BOUND_CONTEXTS", (64, 128, 256, 512, 1024))
+    fig = _drawn(monkeypatch, lambda p: _plots.bound_figure(p, dim=32))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    (curve,) = [ln for ln in ax.get_lines() if ln.get_label() == "smallest base (exact)"]
+    points = ax.transData.transform(curve.get_xydata())
+    labels = [t for t in ax.texts if t.get_text()]
+    assert labels
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert frame.x0 <= box.x0, label.get_text()
+        assert box.x1 <= frame.x1, label.get_text()
+        assert frame.y0 <= box.y0, label.get_text()
+        assert box.y1 <= frame.y1, label.get_text()
+        assert not any(box.contains(x, y) for x, y in points), label.get_text()
