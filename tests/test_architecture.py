@@ -27,7 +27,7 @@ LAYERS = (
     ("rope_ref.backends",),  # the kernels
     ("rope_ref.analysis", "rope_ref.attention"),  # the theory
     ("rope_ref.testing",),  # the oracle kit
-    ("rope_ref.cli",),  # every command, the benchmark harness, the survey
+    ("rope_ref.cli", "rope_ref.__main__"),  # every command, the harness, the survey
 )
 
 

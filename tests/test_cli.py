@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -105,14 +106,158 @@ def test_console_script_is_installed():
     assert "verify" in result.stdout
     bad = subprocess.run([exe, "frobnicate"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2
-    assert "invalid choice" in bad.stderr
+    assert "unknown command 'frobnicate'" in bad.stderr
 
 
-def test_module_entry_point():
+@pytest.mark.parametrize("module", ["rope_ref", "rope_ref.cli"])
+def test_module_entry_point(module):
     result = subprocess.run(
-        [sys.executable, "-m", "rope_ref.cli", "example"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-m", module, "example"], capture_output=True, text=True, check=True
     )
     assert "RoPE" in result.stdout
+
+
+def test_version_is_the_package_version(capsys):
+    import rope_ref
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rope-ref {rope_ref.__version__}"
+
+
+def _parsers():
+    from rope_ref.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return parser, commands
+
+
+def test_every_subcommand_and_option_has_help():
+    parser, commands = _parsers()
+    described = {a.dest: a.help for a in commands._choices_actions}
+    assert set(described) == set(commands.choices)
+    for name, sub in [("rope-ref", parser), *commands.choices.items()]:
+        assert name == "rope-ref" or described[name], name
+        assert sub.description, f"{name} has no description"
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, (name, action.dest)
+            assert action.help != argparse.SUPPRESS, (name, action.dest)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named", "suggested", "usage"),
+    [
+        (["verify", "--jsn"], "--jsn", "--json", "usage: rope-ref verify"),
+        (["bound", "--contxt", "100"], "--contxt", "--context", "usage: rope-ref bound"),
+        (["bench", "--rouns", "3"], "--rouns", "--rounds", "usage: rope-ref bench"),
+        (["survey", "--jsno"], "--jsno", "--json", "usage: rope-ref survey"),
+        (["verfy"], "'verfy'", "verify", "usage: rope-ref [-h]"),
+    ],
+)
+def test_a_mistyped_word_is_named_with_the_nearest_one(argv, named, suggested, usage, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err
+    assert f"did you mean {suggested}?" in err
+    assert usage in err
+
+
+def test_an_unknown_option_far_from_all_lists_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        main(["verify", "--zzzzzz"])
+    assert "choose from --help, --json" in capsys.readouterr().err
+
+
+def test_unique_abbreviations_still_parse(capsys):
+    assert main(["bound", "--cont", "100"]) == 0  # argparse's unique prefixes
+    assert "229.0" in capsys.readouterr().out
+
+
+def test_an_interrupted_command_exits_130(monkeypatch, capsys):
+    from rope_ref.cli import example
+
+    def interrupted(**options: bool) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(example, "run_example", interrupted)
+    assert main(["example"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_peer_import_notices_are_silenced(tmp_path):
+    """torchao's "Failed to load" lines and torch's pytree notice: loggers, not warnings."""
+    target = tmp_path / "noisy_peer.py"
+    target.write_text(
+        "import logging\n"
+        "logging.getLogger('torchao').warning('Failed to load _C_mxfp8.so')\n"
+        "logging.getLogger('torch.utils._pytree').warning('Enum subclass ... deprecated')\n"
+        "logging.getLogger('elsewhere').warning('kept')\n"
+    )
+    code = (
+        "import sys; from rope_ref.cli import main\n"
+        "import rope_ref.cli.example as e\n"
+        "e.run_example = lambda **options: __import__('noisy_peer') and 0\n"
+        "sys.exit(main(['example']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert "Failed to load" not in result.stderr
+    assert "deprecated" not in result.stderr
+    assert "kept" in result.stderr
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_tables_fit_the_terminal_and_wide_keeps_rows_whole(width, monkeypatch, capsys):
+    from rope_ref.cli import tables
+
+    def fitted_width(*, wide=False, stream=None):
+        return None if wide else width
+
+    monkeypatch.setattr(tables, "table_width", fitted_width)
+    assert main(["example"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  3")]
+    assert main(["example", "--wide"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) > width  # whole rows
+    assert all(len(line) <= width for line in table)
+    assert table  # the row of position 3, wrapped
+
+
+def test_fitted_tables_keep_every_value(capsys):
+    from rope_ref.cli.tables import Column, format_table
+
+    columns = [Column("a", wrap=True), Column("b", "right")]
+    rows = [("alpha beta gamma delta epsilon", "3.14")]
+    lines = format_table(columns, rows, width=16)
+    assert max(len(line) for line in lines) <= 16
+    words = " ".join(lines).split()
+    for word in ("alpha", "beta", "gamma", "delta", "epsilon", "3.14"):
+        assert word in words
+
+
+def test_survey_table_wraps_its_settings_column():
+    from rope_ref.cli.survey import table_lines
+    from rope_ref.cli.survey.run import Row
+
+    settings = "rope_type=yarn, factor=4.0, original_max_position_embeddings=8192, beta_fast=32"
+    rows = [Row("transformers", "5.0", "LlamaRotaryEmbedding", settings, "conformant", 0.27)]
+    lines = table_lines(rows, width=70)
+    assert max(len(line) for line in lines) <= 70
+    assert len(lines) > 3
+    assert len(table_lines(rows)) == 3  # unlimited: header, rule, one row
+
+
+def test_example_json_has_the_numbers(capsys):
+    assert main(["example", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sinusoidal_pe"][3][0] == pytest.approx(math.sin(3))
+    assert report["rotated"][1][:2] == pytest.approx([-math.sin(1), math.cos(1)])
+    scores = {s["score"] for s in report["relative_scores"] if s["n"] - s["m"] == 1}
+    assert max(scores) - min(scores) < 1e-12

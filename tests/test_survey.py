@@ -66,7 +66,7 @@ def test_table_and_json(capsys):
 
 def test_bad_max_position_is_a_usage_error(capsys):
     assert main(["survey", "--max-position", "3"]) == 2
-    assert "--max-position must be between 16 and 131071" in capsys.readouterr().out
+    assert "--max-position must be between 16 and 131071" in capsys.readouterr().err
     assert main(["survey", "--max-position", str(2**17)]) == 2
     capsys.readouterr()
 

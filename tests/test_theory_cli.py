@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rope_ref.cli import main
-from rope_ref.cli.progress import ProgressBar
+from rope_ref.cli.progress import Progress
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -25,9 +26,10 @@ def worst(dim, length, base):
 def test_bound_prints_a_table_in_the_order_given(capsys):
     assert main(["bound", "--dim", "32", "--context", "300", "--context", "100"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert "smallest base" in lines[0]
-    assert "d = 32" in lines[0]
-    rows = [line.split() for line in lines[1:]]
+    assert lines[0].split() == ["context", "length", "smallest", "base"]
+    assert set(lines[1]) == {"─"}
+    assert lines[-1].startswith("d = 32;")
+    rows = [line.split() for line in lines[2:-1]]
     assert [r[0] for r in rows] == ["300", "100"]
     assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d", r[1]) for r in rows)  # one format
     for length, row in ((300, rows[0]), (100, rows[1])):
@@ -87,24 +89,74 @@ def test_plot_rejects_an_unknown_figure(tmp_path):
         main(["plot", "spectrum", "--out", str(tmp_path / "x.png")])
 
 
-def test_progress_bar_draws_and_finishes_the_line():
+def test_progress_on_a_terminal_draws_a_bar_with_times():
     stream = io.StringIO()
-    bar = ProgressBar("job", width=10, stream=stream, force=True)
-    bar.update(0.5, "half", now=True)
-    bar.update(2.0, "clipped", now=True)
-    bar.close()
+    with Progress("job", total=4, stream=stream, terminal=True) as bar:
+        bar.update(2, detail="half")
     text = stream.getvalue()
-    assert "job [#####.....]  50% half" in text
-    assert "job [##########] 100% clipped" in text
-    assert text.endswith("\n")
+    assert "job" in text
+    assert "50%" in text or "100%" in text
+    assert "half" in text
+    assert re.search(r"\d:\d\d:\d\d", text)  # elapsed, h:mm:ss
 
 
-def test_progress_bar_is_silent_off_a_terminal():
+def test_progress_off_a_terminal_prints_periodic_lines_with_an_estimate(monkeypatch):
+    clock = iter([0.0, 500.0, 1200.0, 2000.0, 3000.0])
+    monkeypatch.setattr("rope_ref.cli.progress.time.monotonic", lambda: next(clock))
     stream = io.StringIO()
-    bar = ProgressBar("job", stream=stream)
-    bar.update(0.5, now=True)
-    bar.close()
-    assert stream.getvalue() == ""
+    with Progress("job", total=4, stream=stream, interval=1000.0) as bar:
+        bar.update(1, detail="a")  # 500 s: too soon for a line
+        bar.update(2, detail="b")  # 1200 s: a line, half done, about as long left
+        bar.update(3, detail="c")  # 2000 s: too soon after the last line
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "job: 50% (elapsed 20 min 00 s, about 20 min 00 s left) b",
+        "job: 75% (elapsed 50 min 00 s, about 16 min 40 s left) c",
+    ]
+
+
+def test_progress_off_a_terminal_speaks_while_a_step_takes_long():
+    stream = io.StringIO()
+    with Progress("job", total=2, stream=stream, interval=0.2) as bar:
+        bar.update(1, detail="one slow step")
+        time.sleep(0.7)  # no update meanwhile: the timer writes the lines
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3
+    assert all(line.startswith("job: 50% (elapsed") for line in lines[:-1])
+
+
+def test_progress_of_unknown_total_gives_the_elapsed_time(monkeypatch):
+    stream = io.StringIO()
+    with Progress("job", total=None, stream=stream) as bar:
+        bar.advance(detail="one")
+    assert re.fullmatch(r"job: \(elapsed \d+ s\) done\n", stream.getvalue())
+
+
+def test_bound_piped_reports_progress_on_stderr(capsys):
+    assert main(["bound", "--dim", "32", "--context", "300"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"rope-ref bound: 100% \(elapsed \d+ s\) done", err)
+
+
+def test_bound_search_reports_growing_shares_of_its_work():
+    from rope_ref.analysis import _bound
+
+    shares: list[float] = []
+    _bound.smallest_feasible_log_base(40, 5000, lambda _, share: shares.append(share))
+    assert shares[0] == 0.0
+    assert 0.3 < shares[len(shares) // 2] < 1.0  # it moves during the search, not at its end
+    assert shares == sorted(shares)
+
+
+def test_bound_json(capsys):
+    import json
+
+    assert main(["bound", "--dim", "32", "--context", "100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dim"] == 32
+    (row,) = report["bounds"]
+    assert row["context_length"] == 100
+    assert worst(32, 100, row["smallest_base"]) >= 0
 
 
 # --- bad input: a one-line error and exit status 2, before any work ----------------------
@@ -133,6 +185,7 @@ def test_bad_input_is_one_line_on_stderr_and_status_2(tmp_path, capsys, monkeypa
         pytest.fail("the search or the drawing started before the input was refused")
 
     monkeypatch.setattr(analysis, "base_lower_bound", started)
+    monkeypatch.setattr("rope_ref.analysis._bound.smallest_feasible_log_base", started)
     monkeypatch.setattr(_plots, "bound_figure", started)
     monkeypatch.setattr(_plots, "FIGURES", dict.fromkeys(_plots.FIGURES, started))
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
@@ -173,3 +226,45 @@ def test_plot_reports_a_file_it_cannot_write(capsys):
     err = capsys.readouterr().err
     assert err.startswith("rope-ref plot: error: cannot write '/proc/rope-ref.png': ")
     assert "Traceback" not in err
+
+
+def _drawn(monkeypatch, draw):
+    """The matplotlib figure that `draw(path)` saves."""
+    from rope_ref.analysis import _plots
+
+    saved = []
+    monkeypatch.setattr(_plots, "_save", lambda fig, path: saved.append(fig))
+    draw(Path("unused.png"))
+    return saved[0]
+
+
+def test_discrimination_lines_differ_in_colour_and_style(monkeypatch):
+    from rope_ref.analysis import _plots
+
+    fig = _drawn(monkeypatch, lambda p: _plots.discrimination_figure(p, dim=32))
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("base")]
+    assert len(lines) == len(_plots.DISCRIMINATION_BASES)
+    assert len({ln.get_color() for ln in lines}) == len(lines)
+    assert len({str(ln.get_linestyle()) for ln in lines}) == len(lines)
+
+
+def test_bound_labels_sit_clear_of_the_curve_and_inside_the_axes(monkeypatch):
+    from rope_ref.analysis import _plots
+
+    monkeypatch.setattr(_plots, "BOUND_CONTEXTS", (64, 128, 256, 512, 1024))
+    fig = _drawn(monkeypatch, lambda p: _plots.bound_figure(p, dim=32))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    (curve,) = [ln for ln in ax.get_lines() if ln.get_label() == "smallest base (exact)"]
+    points = ax.transData.transform(curve.get_xydata())
+    labels = [t for t in ax.texts if t.get_text()]
+    assert labels
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert frame.x0 <= box.x0, label.get_text()
+        assert box.x1 <= frame.x1, label.get_text()
+        assert frame.y0 <= box.y0, label.get_text()
+        assert box.y1 <= frame.y1, label.get_text()
+        assert not any(box.contains(x, y) for x, y in points), label.get_text()

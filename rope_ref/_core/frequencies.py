@@ -25,7 +25,7 @@ from rope_ref._core.compat import (
 from rope_ref._core.positions import as_positions
 from rope_ref._core.rounding import FORMATS16, round_once, to_grid
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_choice, check_real
+from rope_ref._core.validation import check_bool, check_choice, check_real
 
 __all__ = [
     "attention_factor",
@@ -201,6 +201,7 @@ def rope_cos_sin(
     seq_len: float | None = None,
     *,
     role: Role | None = None,
+    full: bool = False,
 ) -> tuple[Array, Array]:
     r"""Cos and sin of the rotation angles, attention factor (and xPos scale) applied.
 
@@ -221,11 +222,16 @@ def rope_cos_sin(
         For length-dependent scalings; defaults to ``max(positions) + 1``.
     role : {"query", "key"}, optional
         Required when ``spec.xpos`` is set: queries get the xPos scale, keys its inverse.
+    full : bool, default False
+        Full-width tables, one value per rotated feature, as HF's ``cos, sin`` are: each
+        pair's value at both of its features, so ``concat([c, c])`` for the ``"half"``
+        layout (HF's ``rotate_half``) and ``c0, c0, c1, c1, ...`` for ``"interleaved"``.
 
     Returns
     -------
     cos, sin : array
-        Shape ``grid + (spec.n_pairs,)``, one value per pair (not repeated per feature).
+        Shape ``grid + (spec.n_pairs,)``, one value per pair (not repeated per feature);
+        ``grid + (spec.rotary_dim,)`` with ``full=True``.
 
     Examples
     --------
@@ -233,14 +239,30 @@ def rope_cos_sin(
     >>> cos, sin = rr.rope_cos_sin(rr.RopeSpec(head_dim=2), [0.0])
     >>> cos.tolist(), sin.tolist()
     ([[1.0]], [[0.0]])
+    >>> cos, _ = rr.rope_cos_sin(rr.RopeSpec(head_dim=4), [1.0], full=True)
+    >>> cos.round(6).tolist()  # cos(1), cos(1/100), then again: HF's width
+    [[0.540302, 0.99995, 0.540302, 0.99995]]
     """
+    full = check_bool("full", full)
     p, pxp, xp, dev = _float64_positions(positions, spec)
     dtype = _check_dtype(dtype, xp)
     cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
     if pxp is not xp:
-        return move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
-    out_dtype = xp.float64 if dtype is None else dtype
-    return round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
+        cos, sin = move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
+    else:
+        out_dtype = xp.float64 if dtype is None else dtype
+        cos, sin = round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
+    if full:
+        return _full_width(cos, spec.layout, xp), _full_width(sin, spec.layout, xp)
+    return cos, sin
+
+
+def _full_width(table: Array, layout: str, xp: ArrayNamespace) -> Array:
+    """One value per rotated feature: each pair's value at both of the pair's features."""
+    if layout == "half":
+        return xp.concat((table, table), axis=-1)
+    doubled = xp.stack((table, table), axis=-1)
+    return xp.reshape(doubled, (*table.shape[:-1], 2 * table.shape[-1]))
 
 
 def _check_dtype(dtype: object, xp: ArrayNamespace) -> object:

@@ -249,9 +249,38 @@ def grid_axes(
         msg = (
             f"`positions` must broadcast to x.shape[:-1] = {lead} (or be 1-D of length "
             f"x.shape[seq_axis], or (batch, seq) ids); got a position grid of shape {grid}."
+            f"{seq_axis_hint(grid, lead, seq_axis)}"
         )
         raise ValueError(msg)
     return right_aligned
+
+
+def seq_axis_hint(grid: tuple[int, ...], lead: tuple[int, ...], seq_axis: int | None) -> str:
+    """``" seq_axis=-2 has length 8, ...: pass seq_axis=-3."`` for a grid fitting another axis.
+
+    A 1-D grid, or ``(batch, seq)`` ids, whose sequence length is that of another axis of
+    x than `seq_axis` most likely means the sequence axis is that one (``(batch, seq,
+    heads, head_dim)`` arrays need ``seq_axis=-3``). Axes are counted from the end of x.
+
+    Examples
+    --------
+    >>> seq_axis_hint((16,), (2, 16, 8), 2)
+    " seq_axis=-2 has length 8, but axis -3 has the positions' length 16: pass seq_axis=-3."
+    >>> seq_axis_hint((5,), (2, 16, 8), 2)
+    ''
+    """
+    if seq_axis is None or len(grid) not in (1, 2):
+        return ""
+    length, ndim = grid[-1], len(lead) + 1
+    first = 1 if len(grid) == 2 else 0  # (batch, seq) ids: axis 0 is the batch
+    matches = [a for a in range(first, len(lead)) if lead[a] == length and a != seq_axis]
+    if not matches:
+        return ""
+    return (
+        f" seq_axis={seq_axis - ndim} has length {lead[seq_axis]}, but axis "
+        f"{matches[0] - ndim} has the positions' length {length}: pass "
+        f"seq_axis={matches[0] - ndim}."
+    )
 
 
 def _placed(grid: tuple[int, ...], axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:

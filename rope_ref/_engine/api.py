@@ -91,6 +91,10 @@ def apply_rope(
     seq_axis : int, default -2
         Axis of `x` that indexes tokens; used when `positions` is None, 1-D or
         ``(batch, seq)``, and checked always (it must name an axis other than the last).
+        -2 reads HF's ``(batch, heads, seq, head_dim)``; ``(batch, seq, heads, head_dim)``
+        (torchtune, flash-attn) needs -3. A 4-D `x` without `seq_axis` is not a warning:
+        both orders are common and the shape cannot tell them apart, but positions whose
+        length fits another axis raise, naming the axis to pass.
     inverse : bool, default False
         Apply the transpose :math:`R^\top` (angles negated), which undoes the rotation and
         is what a backward pass applies to gradients. With an attention factor or xPos
@@ -535,7 +539,8 @@ def _newest(
     if grid_ndim == 0 or p.shape[grid_ndim - 1] < q_len:
         msg = (
             f"`q` must not have more tokens ({q_len}) than there are key positions when "
-            f"query positions are omitted; got key positions of shape {tuple(p.shape)}."
+            "query positions are omitted (tokens along `seq_axis`); got key positions of "
+            f"shape {tuple(p.shape)}."
         )
         raise ValueError(msg)
     start = p.shape[grid_ndim - 1] - q_len

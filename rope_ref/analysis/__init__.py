@@ -275,7 +275,8 @@ def base_lower_bound(
     callback = check_callable("progress", progress)
     if callback is not None:
 
-        def report(log_base: float) -> None:
+        def report(log_base: float, share: float) -> None:
+            del share  # the command line's progress bar reads it
             callback(math.exp(log_base))
 
     log_base = smallest_feasible_log_base(dim, length, report)

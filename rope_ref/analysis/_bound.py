@@ -57,6 +57,7 @@ _FOLLOW = 8  # violators followed per step (those that promise the longest steps
 _WINDOW = 32  # m within this of the last violators followed are tried first
 _EXTRA_STEPS = 1  # safe steps per violator beyond the first; the next point looks again
 _SMALL = 64  # context lengths up to this are scanned from b = 1 directly
+_STAGE_WALK = 1.0  # the expected walk in ln b of one doubling of the context (`_Work`)
 
 
 class _Sums:
@@ -248,31 +249,68 @@ def check_size(dim: int, context_length: int) -> None:
 
 
 def smallest_feasible_log_base(
-    dim: int, context_length: int, progress: Callable[[float], None] | None = None
+    dim: int, context_length: int, progress: Callable[[float, float], None] | None = None
 ) -> float:
     """Natural log of the smallest feasible base (0.0 when every base works).
 
     Raises ValueError when no base works (``dim == 2`` and a context of 2 or more).
     Contexts are solved from short to long: the answer for ``L // 2`` is a proven start for
     `L`, since a base that fails some distance up to ``L // 2`` fails for `L` too.
+    `progress` is called now and then with the proven log-base and the share of the
+    search done (an estimate, see `_Work`).
     """
-    key = (dim, context_length)
-    if key in _CACHE:
-        return _CACHE[key]
-    if dim == 2 and context_length >= 2:
+    if dim == 2 and context_length >= 2 and (dim, context_length) not in _CACHE:
         msg = (
             f"no base works for `dim` = 2 and `context_length` = {context_length}: with one "
             "pair, B_2 = cos(2) < 0 whatever the base."
         )
         raise ValueError(msg)
-    if context_length <= _SMALL:
-        start, first = 0.0, 1
-    else:
-        start = smallest_feasible_log_base(dim, context_length // 2, progress)
-        first = context_length // 2 + 1
-    result = _Search(dim, context_length).run(start, first, progress)
-    _CACHE[key] = result
-    return result
+    chain = [context_length]  # the contexts to solve, longest first
+    while chain[-1] > _SMALL and (dim, chain[-1]) not in _CACHE:
+        chain.append(chain[-1] // 2)
+    work = _Work(chain)
+    t = 0.0
+    for length in reversed(chain):
+        if (dim, length) in _CACHE:
+            t = _CACHE[(dim, length)]
+            continue
+        start, first = (0.0, 1) if length <= _SMALL else (t, length // 2 + 1)
+        report = None
+        if progress is not None:
+
+            def report(now: float, length: int = length, start: float = start) -> None:
+                progress(now, work.share(length, now - start))
+
+        t = _Search(dim, length).run(start, first, report)
+        _CACHE[(dim, length)] = t
+        work.finish(length, t - start)
+    return t
+
+
+class _Work:
+    """The share of a search done: each stage costs about its context times its walk in t.
+
+    Every step of a stage evaluates B_m over its context, and the measured time of a stage
+    is close to proportional to ``context * (t_end - t_start)``. A stage not yet run is
+    expected to walk `_STAGE_WALK` in t (the bound grows about as L^1.4, so ln b by about
+    1 per doubling of the context).
+    """
+
+    def __init__(self, lengths: list[int]) -> None:
+        self.planned = {n: _STAGE_WALK * n for n in lengths}
+        self.finished = 0.0
+
+    def share(self, length: int, walked: float) -> float:
+        """The share done while the stage of `length` has walked `walked` in t."""
+        current = walked * length
+        ahead = sum(cost for n, cost in self.planned.items() if n > length)
+        expected = self.finished + max(self.planned[length], current) + ahead
+        return min(0.99, (self.finished + current) / expected)  # 1 when the search returns
+
+    def finish(self, length: int, walked: float) -> None:
+        """Count the stage of `length` done."""
+        self.finished += walked * length
+        del self.planned[length]
 
 
 def log_base_ceiling(value: float) -> float:

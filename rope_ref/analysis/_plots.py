@@ -27,7 +27,7 @@ from rope_ref.analysis import (
     discrimination,
     wavelengths,
 )
-from rope_ref.analysis._bound import MAX_DIM
+from rope_ref.analysis._bound import MAX_DIM, smallest_feasible_log_base
 
 __all__ = ["BOUND_CONTEXTS", "FIGURES", "FORMATS", "bound_figure", "check_figure"]
 
@@ -38,6 +38,14 @@ FORMATS = tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 BOUND_CONTEXTS = tuple(2**p for p in range(10, 21))
 #: Bases of the discrimination figure.
 DISCRIMINATION_BASES = (1e4, 1e5, 5e5, 1e7)
+#: Colours (colour-blind safe, apart in grey) and line styles of several curves in one figure.
+STYLES = (
+    ("#0072B2", "-"),
+    ("#D55E00", "--"),
+    ("#009E73", "-."),
+    ("#000000", ":"),
+    ("#CC79A7", (0, (5, 1, 1, 1, 1, 1))),
+)
 #: Bases used by well-known models, marked on the base-bound figure.
 KNOWN_BASES = {"10,000 (LLaMA 2)": 1e4, "500,000 (LLaMA 3)": 5e5}
 
@@ -71,12 +79,14 @@ def decay_figure(path: Path, *, dim: int = 128, base: float = 10000.0) -> None:
     window = 65
     smooth = np.convolve(curve, np.ones(window) / window, mode="valid")
     fig, ax = plt.subplots(figsize=(7.2, 4.0))
-    ax.plot(m, curve, lw=0.6, color="tab:blue", label="bound on |q . k| at distance m (1 at m = 0)")
+    (colour, _), (average, dashed) = STYLES[:2]
+    ax.plot(m, curve, lw=0.6, color=colour, label="bound on |q . k| at distance m (1 at m = 0)")
     ax.plot(
         m[window // 2 : -(window // 2)],
         smooth,
-        lw=1.8,
-        color="tab:red",
+        lw=2.0,
+        color=average,
+        ls=dashed,
         label=f"moving average over {window} distances",
     )
     ax.set_xscale("symlog", linthresh=16)
@@ -99,26 +109,30 @@ def bound_figure(
 ) -> list[tuple[int, float]]:
     """Smallest base against context length, 1K..1M (log-log); returns the points."""
     del base  # the bound is what the base should be; the option does not apply
-    points = []
-    for done, length in enumerate(BOUND_CONTEXTS):
-        if progress is not None:
-            progress(done / len(BOUND_CONTEXTS))
-        points.append((length, base_lower_bound(dim, length)))
+    longest = max(BOUND_CONTEXTS)  # solves every shorter context of the figure on its way
+    smallest_feasible_log_base(
+        dim, longest, None if progress is None else lambda _, share: progress(share)
+    )
+    points = [(length, base_lower_bound(dim, length)) for length in BOUND_CONTEXTS]
     lengths, bounds = (np.array(v, dtype=np.float64) for v in zip(*points, strict=True))
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
-    ax.loglog(lengths, bounds, "o-", color="tab:blue", label="smallest base (exact)")
+    colour, style = STYLES[0]
+    ax.loglog(lengths, bounds, marker="o", color=colour, ls=style, label="smallest base (exact)")
     for i, (length, value) in enumerate(points):
-        if i % 2 == 0 or i == len(points) - 1:
+        if i % 2 == 0 or i == len(points) - 1:  # below and right of the rising curve: clear
             ax.annotate(
                 f"{value:.2g}",
                 (length, value),
                 textcoords="offset points",
-                xytext=(-8, 8),
-                fontsize=7,
-                ha="right",
+                xytext=(7, -11),
+                fontsize=7.5,
+                ha="left",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
             )
-    for (label, value), style in zip(KNOWN_BASES.items(), ("--", ":"), strict=True):
-        ax.axhline(value, color="tab:gray", ls=style, lw=1, label=f"base {label}")
+    for (label, value), (tint, dashes) in zip(KNOWN_BASES.items(), STYLES[1:], strict=False):
+        ax.axhline(value, color=tint, ls=dashes, lw=1.2, label=f"base {label}")
+    ax.set_xlim(lengths[0] / 1.5, lengths[-1] * 2.5)  # room for the labels at both ends
+    ax.set_ylim(bounds.min() / 3, bounds.max() * 3)
     ax.set_xlabel("context length L (tokens)")
     ax.set_ylabel("smallest base b with B_m(b) >= 0, m = 0..L")
     ax.set_title(f"The base bound for context length, d={dim}", fontsize=10)
@@ -130,25 +144,34 @@ def bound_figure(
 
 
 def discrimination_figure(path: Path, *, dim: int = 128, base: float = 10000.0) -> None:
-    """B_m against distance for several bases, with the zero line."""
+    """B_m against distance for several bases: the lowest value in each bin of distances.
+
+    B_m oscillates from one m to the next; drawn point by point, the curves of several bases
+    fill each other in. Per logarithmic bin of distances the line is the lowest B_m, which
+    is what the base bound is about (it must stay at or above zero).
+    """
     m = np.unique(np.round(np.geomspace(1, 2**20, 20000)))
+    edges = np.geomspace(1, 2**20 + 1, 81)
+    which = np.digitize(m, edges)
+    bins = np.unique(which)
+    centres = np.array([np.sqrt(m[which == b].min() * m[which == b].max()) for b in bins])
     bases = sorted({*DISCRIMINATION_BASES, base})
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
-    for i, b in enumerate(bases):
-        ax.plot(
-            m,
-            discrimination(dim, m, base=b),
-            lw=0.7,
-            color=plt.get_cmap("viridis")(i / max(len(bases) - 1, 1)),
-            label=f"base {b:,.0f}",
-        )
-    ax.axhline(0.0, color="black", lw=1)
+    for b, (colour, style) in zip(bases, STYLES, strict=False):
+        values = discrimination(dim, m, base=b)
+        low = np.array([values[which == k].min() for k in bins])
+        ax.plot(centres, low, color=colour, ls=style, lw=1.8, label=f"base {b:,.0f}")
+    ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("relative distance m (tokens)")
     ax.set_ylabel("B_m = sum_i cos(m theta_i)")
-    ax.set_title(f"Discrimination of similar tokens, d={dim} (B_0 = {dim // 2})", fontsize=10)
+    ax.set_title(
+        f"Discrimination of similar tokens, d={dim} (B_0 = {dim // 2})\n"
+        f"the lowest B_m in each of {len(edges) - 1} log-spaced bins of m",
+        fontsize=9,
+    )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="lower left", framealpha=0.95)
     _save(fig, path)
 
 

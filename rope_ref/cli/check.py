@@ -39,7 +39,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         + "; ".join(f"{name}: {text}" for name, text in _CONVENTION_HELP.items()),
     )
     parser.add_argument("target", metavar="MODULE:FUNCTION", help="the callable to check")
-    parser.add_argument("--convention", required=True, choices=tuple(_CONVENTION_HELP))
+    parser.add_argument(
+        "--convention",
+        required=True,
+        choices=tuple(_CONVENTION_HELP),
+        help="how the target is called (listed below)",
+    )
     spec = parser.add_argument_group("the embedding (default: LLaMA's, head_dim 64)")
     spec.add_argument(
         "--hf-config",

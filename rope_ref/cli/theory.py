@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -22,7 +23,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         description="For each context length L, print the smallest base b such that "
         "B_m(b) = sum_i cos(m b^(-2i/d)) >= 0 for every distance m = 0..L (the base bound "
         "of Men et al., 2024). The feasible bases are not an interval, so the search proves "
-        "every smaller base fails; long contexts show a progress bar on stderr.",
+        "every smaller base fails. Progress goes to stderr: a bar on a terminal, a line "
+        "every 10 s elsewhere.",
     )
     bound.add_argument("--dim", type=int, default=128, help="rotary dimension d (default 128)")
     bound.add_argument(
@@ -32,6 +34,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         required=True,
         metavar="L",
         help="context length in tokens; repeat for several",
+    )
+    bound.add_argument("--json", action="store_true", help="print the bases as JSON")
+    bound.add_argument(
+        "--wide", action="store_true", help="never fit the table to the terminal's width"
     )
     bound.set_defaults(run=_bound)
     plot = commands.add_parser(
@@ -66,8 +72,10 @@ def _error(command: str, message: str) -> int:
 
 
 def _bound(args: argparse.Namespace) -> int:
-    from rope_ref.analysis import base_lower_bound, check_bound_size
-    from rope_ref.cli.progress import ProgressBar
+    from rope_ref.analysis import check_bound_size
+    from rope_ref.analysis._bound import log_base_ceiling, smallest_feasible_log_base
+    from rope_ref.cli.progress import Progress
+    from rope_ref.cli.tables import Column, print_table
 
     lengths = sorted(set(args.context))
     try:  # every size is checked before any work starts
@@ -75,23 +83,31 @@ def _bound(args: argparse.Namespace) -> int:
             check_bound_size(args.dim, length)
     except (TypeError, ValueError) as err:
         return _error("bound", str(err))
-    bar = ProgressBar("rope-ref bound")
     results = {}
-    try:
-        for done, length in enumerate(lengths):
+    with Progress("rope-ref bound", total=len(lengths)) as bar:
+        try:
+            for done, length in enumerate(lengths):
 
-            def show(base: float, done: int = done, length: int = length) -> None:
-                bar.update(done / len(lengths), f"L={length:,}: every base below {base:.4g} fails")
+                def show(log_base: float, share: float, done: int = done, n: int = length) -> None:
+                    detail = f"L={n:,}: every base below {math.exp(log_base):.4g} fails"
+                    bar.update(done + share, detail=detail)
 
-            results[length] = base_lower_bound(args.dim, length, progress=show)
-    except ValueError as err:
-        bar.close()
-        return _error("bound", str(err))
-    bar.update(1.0, "done", now=True)
-    bar.close()
-    print(f"{'context length':>15}  {'smallest base':>15}  (d = {args.dim}, rounded up)")
-    for length in args.context:
-        print(f"{length:>15,}  {format_base(results[length]):>15}")
+                log_base = smallest_feasible_log_base(args.dim, length, show)
+                results[length] = 1.0 if log_base == 0.0 else log_base_ceiling(log_base)
+        except ValueError as err:
+            return _error("bound", str(err))
+        bar.update(len(lengths), detail="done")
+    if args.json:
+        rows = [{"context_length": n, "smallest_base": results[n]} for n in args.context]
+        print(json.dumps({"dim": args.dim, "bounds": rows}, indent=2))
+        return 0
+    columns = [Column("context length", "right"), Column("smallest base", "right")]
+    print_table(
+        columns,
+        [(f"{n:,}", format_base(results[n])) for n in args.context],
+        wide=args.wide,
+    )
+    print(f"d = {args.dim}; bases rounded up, so every base printed works")
     return 0
 
 
@@ -153,8 +169,11 @@ def _draw(figure: str, out: Path, dim: int, base: float) -> None:
     if figure != "bound":
         _plots.FIGURES[figure](out, dim=dim, base=base)
         return
-    from rope_ref.cli.progress import ProgressBar
+    from rope_ref.cli.progress import Progress
 
-    bar = ProgressBar("rope-ref plot bound")
-    _plots.bound_figure(out, dim=dim, progress=lambda f: bar.update(f, "contexts 1K..1M", now=True))
-    bar.close()
+    with Progress("rope-ref plot bound") as bar:
+
+        def show(share: float) -> None:
+            bar.update(share, detail="contexts 1K..1M")
+
+        _plots.bound_figure(out, dim=dim, progress=show)

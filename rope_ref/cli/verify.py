@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -211,22 +210,26 @@ def describe_setup() -> dict[str, str]:
     }
 
 
-def print_table(results: list[Check], skipped: list[str]) -> None:
-    """Print what was tested, the checks as an aligned table, the skips and the verdict."""
+def print_table(results: list[Check], skipped: list[str], *, wide: bool = False) -> None:
+    """Print what was tested, the checks as a table, the skips and the verdict."""
+    from rope_ref.cli.tables import Column
+    from rope_ref.cli.tables import print_table as show
+
     for name, text in describe_setup().items():
-        print(f"{name + ':':<13}{text}")
+        print(f"{name}: {text}")
     print()
-    header = (
-        f"{'namespace':<17} {'backend':<10} {'dtype':<8} {'check':<28} {'max error':>10} "
-        f"{'tolerance':>10}  result"
-    )
-    print(header)
-    print("-" * len(header))
-    for r in results:
-        print(
-            f"{r.namespace:<17} {r.backend:<10} {r.dtype:<8} {r.check:<28} {r.error:>10.2e} "
-            f"{r.tolerance:>10.2e}  {'ok' if r.passed else 'FAIL'}"
-        )
+    columns = [
+        *(Column(h) for h in ("namespace", "backend", "dtype")),
+        Column("check", wrap=True),
+        *(Column(h, "right") for h in ("max error", "tolerance")),
+        Column("result"),
+    ]
+    rows = [
+        (r.namespace, r.backend, r.dtype, r.check, f"{r.error:.2e}", f"{r.tolerance:.2e}", verdict)
+        for r in results
+        for verdict in ["ok" if r.passed else "FAIL"]
+    ]
+    show(columns, rows, wide=wide)
     print()
     for line in summarise_skips(skipped):
         print(f"skipped: {line}")
@@ -260,9 +263,3 @@ def summarise_skips(skipped: list[str]) -> list[str]:
         for why, names in grouped.items()
     ]
     return named + lines
-
-
-def progress_to_stderr(message: str) -> None:
-    """Progress lines for people watching a terminal; silent when stderr is redirected."""
-    if sys.stderr.isatty():
-        print(f"  {message} ...", file=sys.stderr)

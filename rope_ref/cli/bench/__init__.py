@@ -64,14 +64,25 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     bench.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="for --shape")
     bench.add_argument("--only", action="append", metavar="NAME", help="time only these")
-    bench.add_argument("--rounds", type=_positive, default=15, help="interleaved rounds")
+    bench.add_argument(
+        "--rounds",
+        type=_positive,
+        default=15,
+        help="interleaved rounds: one timed call of each implementation per round (15)",
+    )
     bench.add_argument(
         "--sweep",
         action="store_true",
         help=f"batch 1, 32 heads of 128, seq {SWEEP_LENGTHS[0]} to {SWEEP_LENGTHS[-1]}: "
         "how time grows with size (copy, numba and torch eager unless --only)",
     )
-    bench.add_argument("--sweep-max", type=_positive, default=SWEEP_LENGTHS[-1])
+    bench.add_argument(
+        "--sweep-max",
+        type=_positive,
+        default=SWEEP_LENGTHS[-1],
+        metavar="S",
+        help=f"the longest sequence of --sweep (default {SWEEP_LENGTHS[-1]})",
+    )
     bench.add_argument(
         "--sequences",
         action="append",
@@ -81,6 +92,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         f"call (repeatable; default {', '.join(map(str, INTERLEAVED_SEQUENCES))})",
     )
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    bench.add_argument(
+        "--wide", action="store_true", help="never fit the table to the terminal's width"
+    )
     bench.set_defaults(run=run)
 
 
@@ -108,8 +122,11 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by `args`; print a table or JSON."""
-    from rope_ref.cli.bench.cpu import Unavailable, not_timed
-    from rope_ref.cli.bench.harness import Case, run_case, sweep_cases
+    from rope_ref.cli.bench.cpu import not_timed
+    from rope_ref.cli.bench.harness import run_case, sweep_cases
+    from rope_ref.cli.bench.rows import Case, Unavailable
+    from rope_ref.cli.progress import Progress
+    from rope_ref.cli.tables import table_width
 
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
@@ -137,22 +154,24 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"rope-ref bench: error: {problem}", file=sys.stderr)
         return 2
-    bar = _ProgressBar(len(cases) * args.rounds, enabled=sys.stderr.isatty())
     results = []
-    try:
-        for case, only in cases:
-            results.extend(run_case(case, only=only, rounds=args.rounds, progress=bar.step))
-    except Unavailable as why:
-        bar.close()
-        print(f"rope-ref bench: {why}", file=sys.stderr)
-        return 1
-    bar.close()
+    with Progress("rope-ref bench", total=len(cases) * args.rounds) as bar:
+        try:
+            for case, only in cases:
+
+                def step(detail: str, rounds: int) -> None:
+                    bar.advance(rounds, detail=detail)
+
+                results.extend(run_case(case, only=only, rounds=args.rounds, progress=step))
+        except Unavailable as why:
+            print(f"rope-ref bench: {why}", file=sys.stderr)
+            return 1
     if args.json:
         report = {"machine": machine_description(), "results": [r.as_dict() for r in results]}
         print(json.dumps(report, indent=2))
     else:
         print(_describe(machine_description()))
-        print(format_table(results))
+        print(format_table(results, width=table_width(wide=args.wide)))
         missing = dict.fromkeys(m for case, _ in cases for m in not_timed(case))
         if missing and not args.only:
             print(f"not timed here: {'; '.join(missing)}")
@@ -185,14 +204,15 @@ def _memory_bytes() -> int:
 
 def _unknown_names(only: Sequence[str] | None, cases: Sequence[Any]) -> str | None:
     """Why some --only names match nothing that these cases time, or None."""
-    from rope_ref.cli.bench.cpu import Unavailable, implementations
+    from rope_ref.cli.bench.harness import rows
+    from rope_ref.cli.bench.rows import Unavailable
 
     if not only:
         return None
     known: dict[str, None] = {}
     for case, _ in cases:
         try:
-            known.update((impl.name, None) for impl in implementations(case))
+            known.update((impl.name, None) for impl in rows(case))
         except Unavailable:  # reported when the case runs
             return None
     unknown = [name for name in only if name not in known]
@@ -255,24 +275,24 @@ def _describe(info: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in info.items())
 
 
-def format_table(results: Sequence[Any]) -> str:
-    """Results as an aligned text table, one block per case; unsteady medians marked "!"."""
+def format_table(results: Sequence[Any], *, width: int | None = None) -> str:
+    """Results as a table per case, at most `width` wide; unsteady medians marked "!"."""
     from rope_ref.cli.bench.harness import UNSTEADY_SPREAD
+    from rope_ref.cli.tables import Column
+    from rope_ref.cli.tables import format_table as layout
 
-    header = (
-        "implementation", "median", "quartiles", "GB/s", "% of copy", "x reference", "n", "note",
-    )  # fmt: skip
-    rows: list[tuple[str, ...]] = []
-    case = None
-    unsteady = False
-    for r in results:
-        if r.case != case:
-            case = r.case
-            rows.append((f"[{case.label}]", *[""] * (len(header) - 1)))
-        unsteady = unsteady or r.unsteady
-        rows.append(
+    columns = [
+        Column("implementation", wrap=True),
+        *(Column(h, "right") for h in ("median", "quartiles", "GB/s", "% of copy")),
+        Column("x reference", "right"),
+        Column("n", "right"),
+        Column("note", wrap=True),
+    ]
+    lines: list[str] = []
+    for case in dict.fromkeys(r.case for r in results):
+        rows = [
             (
-                f"  {r.name}",
+                r.name,
                 _time(r.median_s) + (" !" if r.unsteady else ""),
                 "-" if r.q1_s is None else f"{_time(r.q1_s)} - {_time(r.q3_s)}",
                 _num(r.gb_per_s, "{:.1f}"),
@@ -281,13 +301,11 @@ def format_table(results: Sequence[Any]) -> str:
                 str(r.samples),
                 r.note,
             )
-        )
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    if unsteady:
+            for r in results
+            if r.case == case
+        ]
+        lines += [*([""] if lines else []), f"[{case.label}]", *layout(columns, rows, width=width)]
+    if any(r.unsteady for r in results):
         lines.append(
             f"! unsteady: the quartiles span more than {UNSTEADY_SPREAD:.0%} of the median; "
             "the machine was busy or the call's time varies (run again, or with more --rounds)"
@@ -307,24 +325,3 @@ def _time(seconds: float | None) -> str:
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr (only on a terminal)."""
-
-    def __init__(self, total: int, *, enabled: bool, width: int = 30) -> None:
-        self.total, self.enabled, self.width = max(total, 1), enabled, width
-        self.done = 0
-
-    def step(self, message: str) -> None:
-        if "round" in message:
-            self.done += 1
-        if not self.enabled:
-            return
-        filled = self.width * min(self.done, self.total) // self.total
-        bar = "#" * filled + "." * (self.width - filled)
-        print(f"\r[{bar}] {self.done}/{self.total} {message[:60]:<60}", end="", file=sys.stderr)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)

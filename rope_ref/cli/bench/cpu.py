@@ -8,12 +8,11 @@ rope_ref's calls include building tables (served from the cache after the first 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -23,35 +22,13 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends, load_backend
 from rope_ref._engine.fast_path import BLOCK
-
-if TYPE_CHECKING:
-    from rope_ref.cli.bench.harness import Case
+from rope_ref.cli.bench.rows import Case, Impl, Prepared, Unavailable
 
 __all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
 
-Prepared = Callable[[], object]
-
-
-class Unavailable(Exception):  # noqa: N818 - reads as a verdict: raise Unavailable(why)
-    """An implementation that cannot run here; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Impl:
-    """One timed implementation."""
-
-    name: str
-    kind: str  # "baseline", "floor", "backend" or "peer"
-    prepare: Callable[[np.ndarray], Prepared]
-    note: str = ""
-
 
 def implementations(case: Case) -> list[Impl]:
-    """The implementations to time for `case`, baseline first."""
-    if case.device in ("gpu", "host"):
-        from rope_ref.cli.bench.gpu import gpu_implementations, host_implementations
-
-        return (gpu_implementations if case.device == "gpu" else host_implementations)(case)
+    """The CPU rows to time for `case`, baseline first."""
     impls = [_cpu_copy(case)]
     backends = available_backends()
     if case.sequences:

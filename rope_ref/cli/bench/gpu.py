@@ -20,17 +20,14 @@ import functools
 import importlib
 import importlib.util
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from rope_ref._core.frequencies import rope_cos_sin
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
-from rope_ref.cli.bench.harness import Case
-
-if TYPE_CHECKING:
-    from rope_ref.cli.bench.cpu import Impl
+from rope_ref.cli.bench.rows import Case, Impl, Unavailable
 
 __all__ = ["GPU_PRESETS", "gpu_description", "gpu_implementations", "host_implementations"]
 
@@ -75,8 +72,6 @@ def _installed(module: str) -> bool:
 
 def host_implementations(case: Case) -> list[Impl]:
     """The GPU path's host work with NumPy stand-ins and a launcher that records plans."""
-    from rope_ref.cli.bench.cpu import Impl
-
     return [
         Impl("apply_rope_qk, positions on the device", "backend",
              functools.partial(_host_call, case=case, positions=True), "recorded launch"),
@@ -121,8 +116,6 @@ def _stand_in_floor(x: np.ndarray) -> Prepared:
 
 def gpu_implementations(case: Case) -> list[Impl]:
     """What is timed on a GPU for `case`, copy baseline first."""
-    from rope_ref.cli.bench.cpu import Impl, Unavailable
-
     if not _installed("cupy"):
         msg = "GPU benchmarks need CuPy: pip install cupy-cuda12x (the wheel for your CUDA)"
         raise Unavailable(msg)
@@ -188,8 +181,6 @@ def _call(case: Case, framework: str, x: np.ndarray) -> Prepared:
 
 
 def _rope_ref(x: np.ndarray, *, case: Case, framework: str) -> Prepared:
-    from rope_ref.cli.bench.cpu import Unavailable
-
     if framework == "torch" and not importlib.import_module("torch").cuda.is_available():
         msg = "this PyTorch has no CUDA"
         raise Unavailable(msg)

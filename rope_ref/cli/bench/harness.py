@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref.cli.bench.cpu import Impl, Unavailable, implementations
+from rope_ref.cli.bench.rows import Case, Impl, Unavailable
 
-__all__ = ["Case", "Result", "run_case", "sweep_cases"]
+__all__ = ["Case", "Result", "rows", "run_case", "sweep_cases"]
 
 #: Implementations slower than this per call run in the first `SLOW_ROUNDS` rounds only
 #: (every row gets at least that many samples, enough for quartiles).
@@ -39,53 +39,6 @@ WARMUP_S = 0.3
 MAX_WARMUP_CALLS = 50
 MIN_SAMPLE_S = 2e-3
 MAX_REPEAT = 10_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One benchmark shape and dtype.
-
-    Examples
-    --------
-    >>> Case((1, 4096, 32, 128), "float32").nbytes
-    67108864
-    """
-
-    shape: tuple[int, int, int, int]
-    dtype: str
-    #: "cpu", "gpu", or "host" (the GPU path's host work, NumPy stand-ins, no GPU).
-    device: str = "cpu"
-    #: Queries and keys of this shape each, through `apply_rope_qk`.
-    qk: bool = False
-    #: Decoding: this many sequences take turns, each call the next token of the next one.
-    sequences: int = 0
-    #: Heads of the keys when fewer than the queries' (GQA).
-    k_heads: int | None = None
-    #: Positions given as a device array (decode), rather than ``arange(seq)``.
-    device_positions: bool = False
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of one array of this case."""
-        return int(np.prod(self.shape)) * _itemsize(self.dtype)
-
-    @property
-    def moved(self) -> int:
-        """Bytes that must move: every input read once, every output written once."""
-        if not self.qk:
-            return 2 * self.nbytes
-        return 2 * self.nbytes * (self.shape[2] + (self.k_heads or self.shape[2])) // self.shape[2]
-
-    @property
-    def label(self) -> str:
-        """``B x S x H x D dtype``, with ``q+k`` (and key heads) for query-key cases."""
-        qk = ""
-        if self.qk:
-            qk = f" q+k ({self.shape[2]}/{self.k_heads} heads)" if self.k_heads else " q+k"
-        where = " positions on device" if self.device_positions else ""
-        n = self.sequences
-        seqs = f", {n} sequence{'s' if n > 1 else ''} in turn" if n else ""
-        return f"{'x'.join(map(str, self.shape))} {self.dtype}{qk}{where} ({self.device}{seqs})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,33 +94,41 @@ class Result:
         return out
 
 
+def rows(case: Case) -> list[Impl]:
+    """The rows to time for `case`, baseline first: the CPU rows, or the GPU path's."""
+    if case.device in ("gpu", "host"):
+        from rope_ref.cli.bench.gpu import gpu_implementations, host_implementations
+
+        return (gpu_implementations if case.device == "gpu" else host_implementations)(case)
+    from rope_ref.cli.bench.cpu import implementations
+
+    return implementations(case)
+
+
 def run_case(
     case: Case,
     *,
     only: Sequence[str] | None = None,
     rounds: int = 15,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> list[Result]:
-    """Time every implementation available for `case` (those named in `only`, if given)."""
-    impls = [
-        i for i in implementations(case) if only is None or i.name in only or i.kind == "baseline"
-    ]
+    """Time every row available for `case` (those named in `only`, and the baseline).
+
+    `progress` is called with what is being done and the rounds just finished (0 or 1).
+    """
+    impls = [i for i in rows(case) if only is None or i.name in only or i.kind == "baseline"]
     x = np.random.default_rng(0).standard_normal(case.shape).astype(_host_dtype(case.dtype))
     runners: dict[str, Callable[[], object]] = {}
     notes: dict[str, str] = {}
     for impl in impls:
         if progress is not None:
-            progress(f"{case.label}: preparing {impl.name}")
+            progress(f"{case.label}: preparing {impl.name}", 0)
         try:
             runners[impl.name] = _batched(impl.prepare(x), case.device)
         except Unavailable as why:
             notes[impl.name] = str(why)
     samples = _interleaved(runners, case, rounds, progress)
     return _summarise(case, impls, samples, notes)
-
-
-def _itemsize(name: str) -> int:
-    return 2 if name == "bfloat16" else np.dtype(name).itemsize
 
 
 def _host_dtype(name: str) -> np.dtype[Any]:
@@ -187,18 +148,18 @@ def _interleaved(
     runners: dict[str, Callable[[], object]],
     case: Case,
     rounds: int,
-    progress: Callable[[str], None] | None,
+    progress: Callable[[str, int], None] | None,
 ) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for r in range(rounds):
-        if progress is not None:
-            progress(f"{case.label}: round {r + 1}/{rounds}")
         for name, run in runners.items():
             times = samples[name]
             if r >= SLOW_ROUNDS and times and statistics.median(times) > SLOW_CALL_S:
                 continue
             getattr(run, "once", run)()  # settle: absorb what the previous row left behind
             times.append(_time_call(run, case.device))
+        if progress is not None:
+            progress(f"{case.label}: round {r + 1}/{rounds}", 1)
     return samples
 
 

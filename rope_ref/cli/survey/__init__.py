@@ -49,6 +49,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument(
+        "--wide", action="store_true", help="never fit the table to the terminal's width"
+    )
+    parser.add_argument(
         "--transformers",
         nargs="*",
         metavar="MODEL_TYPE",
@@ -59,13 +62,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_transformers(args: argparse.Namespace) -> int:
+    from rope_ref.cli.progress import Progress
     from rope_ref.cli.survey.transformers_sweep import sweep, sweep_lines
 
-    quiet = args.json or not sys.stderr.isatty()
-    results = sweep(
-        args.transformers or None,
-        progress=None if quiet else lambda text: print(f"  {text}", file=sys.stderr),
-    )
+    with Progress("rope-ref survey --transformers", total=None) as bar:
+        results = sweep(args.transformers or None, progress=lambda text: bar.advance(detail=text))
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:
@@ -76,21 +77,20 @@ def _run_transformers(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.transformers is not None:
         return _run_transformers(args)
+    from rope_ref.cli.progress import Progress
     from rope_ref.cli.survey.run import survey
+    from rope_ref.cli.tables import table_width
 
     if not 16 <= args.max_position <= MAX_POSITION:
         print(
             f"rope-ref survey: error: --max-position must be between 16 and {MAX_POSITION} "
-            f"(the peers' caches are built for it); got {args.max_position}."
+            f"(the peers' caches are built for it); got {args.max_position}.",
+            file=sys.stderr,
         )
         return 2
     only = None if args.only is None else tuple(args.only)
-    quiet = args.json or not sys.stderr.isatty()
-    rows = survey(
-        args.max_position,
-        only=only,
-        progress=None if quiet else lambda text: print(f"  {text}", file=sys.stderr),
-    )
+    with Progress("rope-ref survey", total=None) as bar:
+        rows = survey(args.max_position, only=only, progress=lambda text: bar.advance(detail=text))
     if args.json:
         print(
             json.dumps(
@@ -98,14 +98,22 @@ def _run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        for line in table_lines(rows):
+        for line in table_lines(rows, width=table_width(wide=args.wide)):
             print(line)
     return 0
 
 
-def table_lines(rows: list[Any]) -> list[str]:
-    """The survey as a text table, with the diagnoses and skip reasons below it."""
-    header = ("peer", "settings", "verdict", "error/tol", "angles")
+def table_lines(rows: list[Any], *, width: int | None = None) -> list[str]:
+    """The survey as a table at most `width` wide, with the diagnoses and skips below it."""
+    from rope_ref.cli.tables import Column, format_table
+
+    columns = [
+        Column("peer", wrap=True),
+        Column("settings", wrap=True),
+        Column("verdict"),
+        Column("error/tol", "right"),
+        Column("angles", wrap=True),
+    ]
     body = []
     notes = []
     for row in rows:
@@ -116,10 +124,4 @@ def table_lines(rows: list[Any]) -> list[str]:
         body.append((f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles))
         if row.diagnosis is not None:
             notes.append(f"- {row.peer} ({row.settings}): {row.diagnosis}")
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *body]
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines + (["", *notes] if notes else [])
+    return format_table(columns, body, width=width) + (["", *notes] if notes else [])
