@@ -46,12 +46,10 @@ def test_rows_agree_except_yarn():
     for settings, row in found.items():
         if "yarn" in settings:
             assert row.verdict == "NOT conformant", row
-        elif "interleave" in settings:
-            assert row.verdict == "skipped", row
-            assert "half order" in (row.diagnosis or "")
-        else:
+        else:  # apply_rope_interleave included: interleaved pairs read, half order written
             assert row.verdict == "conformant", row
     assert any("condense_ratio=4 with llama3" in s for s in found)
+    assert any("rope_interleave=True" in s for s in found)
 
 
 def test_yarn_disagreement_is_litgpt_inverting_the_ramp_and_dropping_the_factor():

@@ -17,7 +17,6 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
-from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey._shims import fake_modules, import_alone
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
@@ -118,12 +117,19 @@ def _entries() -> Iterator[Entry]:
     yield Entry(
         "litgpt apply_rope_interleave",
         "rope_interleave=True (MLA checkpoints)",
-        RopeSpec(HEAD_DIM),
-        inexpressible(
-            "reads interleaved pairs and writes them in half order; rope_ref has no such "
-            "layout in this build"
-        ),
+        RopeSpec(HEAD_DIM, layout="interleaved", output_layout="half"),
+        functools.partial(_run_interleave, model),
     )
+
+
+def _run_interleave(model: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """`apply_rope_interleave`: interleaved pairs read, written in half order."""
+    import torch
+
+    cos, sin = model.build_rope_cache(CACHE_LENGTH, HEAD_DIM)
+    ids = torch.from_numpy(p)
+    cos, sin = cos.index_select(0, ids)[None], sin.index_select(0, ids)[None]
+    return _numpy(model.apply_rope_interleave(_torch(x), cos, sin))
 
 
 GROUP = Group(

@@ -17,7 +17,6 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
-from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey._shims import import_alone, patched
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
 
@@ -105,14 +104,31 @@ def _entries() -> Iterator[Entry]:
 
         yield Entry(f"Megatron-core {cls.__name__}", settings, spec, run, positions="offset")
     yield from _mrope(rotary, utils)
-    yield Entry(
+    yield _mla(rotary, utils)
+
+
+def _mla(rotary: Any, utils: Any) -> Entry:
+    """Multi-latent attention: interleaved pairs read, written in half order."""
+    import torch
+
+    with patched(torch.cuda, "current_device", lambda: "cpu"):
+        module = rotary.RotaryEmbedding(
+            kv_channels=HEAD_DIM, rotary_percent=1.0, use_cpu_initialization=True
+        )
+
+    def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        with patched(torch.cuda, "current_device", lambda: "cpu"):
+            freqs = module(x.shape[2], offset=int(p[0]))
+        t = _torch(np.ascontiguousarray(np.moveaxis(x, 2, 0)))  # [s, b, h, d]
+        out = utils._apply_rotary_pos_emb_bshd(t, freqs, multi_latent_attention=True)
+        return np.moveaxis(_numpy(out), 0, 2)
+
+    return Entry(
         "Megatron-core _apply_rotary_pos_emb_bshd",
         "multi_latent_attention=True (MLA)",
-        RopeSpec(HEAD_DIM),
-        inexpressible(
-            "reads interleaved pairs and writes them in half order; rope_ref has no such "
-            "layout in this build"
-        ),
+        RopeSpec(HEAD_DIM, layout="interleaved", output_layout="half"),
+        run,
+        positions="offset",
     )
 
 
