@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .numba_cpu import _first_row, _next_row, _row
+from .numba_rows import _first_row, _next_row, _row
 
 __all__ = ["bf16_parallel", "bf16_serial"]
 

@@ -41,6 +41,8 @@ from numba import njit, prange
 
 from rope_ref._core.aliases import Array
 
+from .numba_rows import _first_row, _next_row, _row
+
 __all__ = ["rotate"]
 
 #: Below this many rows the kernel runs on the calling thread.
@@ -102,66 +104,8 @@ def _f32_to_f16_bits(value: float, bits: int) -> np.uint16:  # pragma: no cover 
 
 
 # ----------------------------------------------------------------------------------------
-# One row
+# One row of float16 bits (the float row, `_row`, is in numba_rows)
 # ----------------------------------------------------------------------------------------
-
-
-@njit(inline="always", cache=True)
-def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """Rotate the pairs of row ``x[a, b, c]`` into ``out[a, b, c]`` by table row `t`.
-
-    Feature and table indices are unsigned, so numba emits no negative-index wrap-around
-    for them: the pair loop is then plain strided loads and stores, which LLVM vectorises
-    when the feature axis is contiguous, and no view is made per row. (Features outside
-    the rotary slice are copied by `_copy_rest`, in a loop of its own: inside this one it
-    kept LLVM from vectorising.)
-    """
-    n = np.uint64(cos.shape[1])
-    tu = np.uint64(t)
-    first = np.uint64(start)
-    if interleaved >= 2:  # pairs written in the other layout (`_MODES`)
-        _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
-    elif interleaved:
-        one, two = np.uint64(1), np.uint64(2)
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            i = first + two * j
-            u = x[a, b, c, i]
-            v = x[a, b, c, i + one]
-            out[a, b, c, i] = u * cj - v * sj
-            out[a, b, c, i + one] = v * cj + u * sj
-    else:
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            i = first + j
-            u = x[a, b, c, i]
-            v = x[a, b, c, i + n]
-            out[a, b, c, i] = u * cj - v * sj
-            out[a, b, c, i + n] = v * cj + u * sj
-
-
-@njit(inline="always", cache=True)
-def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """`_row` for pairs read in one layout and written in the other (`out` is not `x`)."""
-    one, two = np.uint64(1), np.uint64(2)
-    if from_interleaved:
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            u = x[a, b, c, first + two * j]
-            v = x[a, b, c, first + two * j + one]
-            out[a, b, c, first + j] = u * cj - v * sj
-            out[a, b, c, first + j + n] = v * cj + u * sj
-    else:
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            u = x[a, b, c, first + j]
-            v = x[a, b, c, first + j + n]
-            out[a, b, c, first + two * j] = u * cj - v * sj
-            out[a, b, c, first + two * j + one] = v * cj + u * sj
 
 
 @njit(inline="always", cache=True)
@@ -190,25 +134,6 @@ def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, lut
 # ----------------------------------------------------------------------------------------
 # Every loop takes `x` and `out` as 4-D views (a, b, c, feature) and 2-D tables whose row
 # for (a, b, c) is ``t0 + a*ta + b*tb + c*tc``, with ``(ta, tb, tc) = steps``.
-
-
-@njit(inline="always", cache=True)
-def _next_row(a, b, c, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """The row after ``(a, b, c)``, counting without a division per row."""
-    c += 1
-    if c == c_size:
-        c = 0
-        b += 1
-        if b == b_size:
-            b = 0
-            a += 1
-    return a, b, c
-
-
-@njit(inline="always", cache=True)
-def _first_row(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
-    ab = r // c_size
-    return ab // b_size, ab % b_size, r % c_size
 
 
 @njit(inline="always", cache=True)

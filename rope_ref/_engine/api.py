@@ -280,7 +280,8 @@ def apply_rope_qk(
     """
     if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
         pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
-                                   seq_axis, inverse, seq_len, form, backend)  # fmt: skip
+                                   seq_axis, inverse, seq_len, form, backend,
+                                   apply_rope)  # fmt: skip
         if pair is not None:
             return pair
     if _cuda_backend(backend):

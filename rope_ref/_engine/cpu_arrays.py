@@ -192,8 +192,12 @@ def apply_qk(
     seq_len: Any,
     form: Any,
     backend: str,
+    one: Callable[..., Any],
 ) -> tuple[Any, Any] | None:
-    """`fn` (``apply_rope_qk``) of two tensors or JAX arrays by the kernel, or None."""
+    """`fn` (``apply_rope_qk``) of two tensors or JAX arrays by the kernel, or None.
+
+    `one` is ``apply_rope``, which JAX queries and keys that reduce to two single calls take.
+    """
     kind = array_kind(q)
     if kind is None or array_kind(k) != kind or not (type(form) is str and form == "rotate_half"):
         return None
@@ -212,11 +216,9 @@ def apply_qk(
         return None
     shift = _query_shift(q, k, *args[:5], seq_len)
     if shift is not None:  # one aligned output each, as for `apply`
-        from rope_ref._engine.api import apply_rope
-
         spec_, offset, rest = args[0], args[3], (args[4], args[5], args[6], form, None)
-        return (_jax_direct(apply_rope, q, spec_, None, offset + shift, *rest),
-                _jax_direct(apply_rope, k, spec_, None, offset, *rest))  # fmt: skip
+        return (_jax_direct(one, q, spec_, None, offset + shift, *rest),
+                _jax_direct(one, k, spec_, None, offset, *rest))  # fmt: skip
     views = [np.asarray(a) for a in (q, k)]
     moved = [_host(p) for p in (positions, k_positions)]
     spec_, _, _, offset, seq_axis, inverse, seq_len, form = args

@@ -1,0 +1,90 @@
+"""One row of the Numba CPU kernel, shared by its float and bfloat16 loops.
+
+`_row` rotates the pairs of one row by one table row (`rope_ref.backends.numba_cpu` and
+`rope_ref.backends.numba_bfloat16` call it); `_first_row` and `_next_row` walk the rows of a
+4-D view without a division per row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__: list[str] = []
+
+
+@njit(inline="always", cache=True)
+def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Rotate the pairs of row ``x[a, b, c]`` into ``out[a, b, c]`` by table row `t`.
+
+    Feature and table indices are unsigned, so numba emits no negative-index wrap-around
+    for them: the pair loop is then plain strided loads and stores, which LLVM vectorises
+    when the feature axis is contiguous, and no view is made per row. (Features outside
+    the rotary slice are copied by `_copy_rest`, in a loop of its own: inside this one it
+    kept LLVM from vectorising.)
+    """
+    n = np.uint64(cos.shape[1])
+    tu = np.uint64(t)
+    first = np.uint64(start)
+    if interleaved >= 2:  # pairs written in the other layout (numba_cpu's `_MODES`)
+        _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
+    elif interleaved:
+        one, two = np.uint64(1), np.uint64(2)
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            i = first + two * j
+            u = x[a, b, c, i]
+            v = x[a, b, c, i + one]
+            out[a, b, c, i] = u * cj - v * sj
+            out[a, b, c, i + one] = v * cj + u * sj
+    else:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            i = first + j
+            u = x[a, b, c, i]
+            v = x[a, b, c, i + n]
+            out[a, b, c, i] = u * cj - v * sj
+            out[a, b, c, i + n] = v * cj + u * sj
+
+
+@njit(inline="always", cache=True)
+def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row` for pairs read in one layout and written in the other (`out` is not `x`)."""
+    one, two = np.uint64(1), np.uint64(2)
+    if from_interleaved:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + two * j]
+            v = x[a, b, c, first + two * j + one]
+            out[a, b, c, first + j] = u * cj - v * sj
+            out[a, b, c, first + j + n] = v * cj + u * sj
+    else:
+        for j in range(n):
+            cj = cos[tu, j]
+            sj = sign * sin[tu, j]
+            u = x[a, b, c, first + j]
+            v = x[a, b, c, first + j + n]
+            out[a, b, c, first + two * j] = u * cj - v * sj
+            out[a, b, c, first + two * j + one] = v * cj + u * sj
+
+
+@njit(inline="always", cache=True)
+def _next_row(a, b, c, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The row after ``(a, b, c)``, counting without a division per row."""
+    c += 1
+    if c == c_size:
+        c = 0
+        b += 1
+        if b == b_size:
+            b = 0
+            a += 1
+    return a, b, c
+
+
+@njit(inline="always", cache=True)
+def _first_row(r, b_size, c_size):  # type: ignore[no-untyped-def]  # pragma: no cover
+    ab = r // c_size
+    return ab // b_size, ab % b_size, r % c_size
