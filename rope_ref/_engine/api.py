@@ -42,7 +42,7 @@ from rope_ref._core.positions import (
 )
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_axis, check_bool, check_choice, check_not_masked
-from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
+from rope_ref._engine.dispatch import BACKENDS, load_backend, unusable_reason
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.table_cache import positions_key, table_cache
 
@@ -614,7 +614,7 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
         return None
     try:
         return load_backend("numba")
-    except ModuleNotFoundError:
+    except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
         return None
 
 
@@ -644,6 +644,6 @@ def _resolve_backend(backend: str, x: Array) -> str:
         kernel = "cupy"
     else:
         return "reference"
-    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and available_backends()[kernel] is None:
+    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and unusable_reason(kernel) is None:
         return kernel
     return "reference"
