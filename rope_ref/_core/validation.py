@@ -19,7 +19,13 @@ __all__ = [
     "check_nonnegative",
     "check_not_masked",
     "check_real",
+    "check_size",
 ]
+
+#: The most values of one array that a function builds from its arguments: 2**28 (2 GiB
+#: in float64). A call holds a few such arrays at once (angles, cos, sin), so the working
+#: set stays near 10 GiB; larger tables are built in chunks of positions by the caller.
+MAX_ELEMENTS = 2**28
 
 T = TypeVar("T", bound=str)
 
@@ -34,6 +40,25 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
         msg = f"`{name}` must be at least {minimum}; got {result}."
         raise ValueError(msg)
     return result
+
+
+def check_size(names: str, what: str, shape: Sequence[float], *, hint: str = "") -> None:
+    """Raise ValueError, before any work, if an array of `shape` would exceed `MAX_ELEMENTS`.
+
+    `names` are the parameters the size comes from (quoted in the message), `what` the
+    array (``"cos/sin tables"``), `hint` what to do instead. Sizes not known yet (NaN, as
+    lazy arrays have) pass.
+    """
+    count = math.prod(shape)
+    if not count > MAX_ELEMENTS:
+        return
+    dims = " x ".join(f"{int(n):,}" for n in shape)
+    msg = (
+        f"{names} too large: {what} of {dims} = {int(count):,} values would exceed the "
+        f"limit of {MAX_ELEMENTS:,} values ({MAX_ELEMENTS * 8 / 2**30:g} GiB in float64) per "
+        f"array{hint}."
+    )
+    raise ValueError(msg)
 
 
 def check_bool(name: str, value: object) -> bool:
