@@ -15,7 +15,9 @@ __all__ = [
     "check_bool",
     "check_callable",
     "check_choice",
+    "check_dense",
     "check_int",
+    "check_known_shape",
     "check_nonnegative",
     "check_not_masked",
     "check_real",
@@ -136,3 +138,37 @@ def check_not_masked(name: str, value: object) -> None:
             "or the data with the mask kept aside."
         )
         raise TypeError(msg)
+
+
+def check_dense(name: str, value: object) -> None:
+    """Raise TypeError if `value` is a PyTorch sparse or nested tensor.
+
+    Neither has the strided storage that array operations read; PyTorch's own errors
+    ("Cannot access storage of SparseTensorImpl") would not say which argument it was.
+    """
+    if not type(value).__module__.startswith("torch"):
+        return
+    if getattr(value, "is_nested", False):
+        msg = (
+            f"`{name}` must be a dense (strided) tensor; got a nested tensor: rotate each "
+            f"tensor of {name}.unbind() on its own."
+        )
+        raise TypeError(msg)
+    layout = str(getattr(value, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        msg = (
+            f"`{name}` must be a dense (strided) tensor; got a tensor of layout {layout}: "
+            f"pass {name}.to_dense()."
+        )
+        raise TypeError(msg)
+
+
+def check_known_shape(name: str, value: object) -> None:
+    """Raise ValueError if an axis of `value` has no known size (a lazy Dask array's NaN)."""
+    shape = tuple(getattr(value, "shape", ()))
+    if any(n is None or math.isnan(n) for n in shape):  # None (array API), NaN (Dask)
+        msg = (
+            f"`{name}` must have a known size on every axis; got shape {shape} (for Dask, "
+            f"call {name}.compute_chunk_sizes() first)."
+        )
+        raise ValueError(msg)
