@@ -1,0 +1,93 @@
+"""Tests that kill mutants the rest of the suite let live (see docs/testing.md, Mutation testing).
+
+Each test pins one behaviour that a small, realistic edit of the code changed without any
+other test failing; the docstring of each names the edit it catches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from rope_ref.testing import diagnose
+
+
+def test_layout_and_direction_together_are_reported_as_layout():
+    """Catches: the third branch of the layout check labelled "direction"."""
+    spec = rr.RopeSpec(16, layout="half")
+    x = np.random.default_rng(3).uniform(-1.0, 1.0, (6, 16))
+    p = np.arange(6) * 37 + 5
+    other = dataclasses.replace(spec, layout="interleaved")
+    wrong = rr.apply_rope(x, other, p, inverse=True)  # other pairs and the other way
+    found = diagnose(wrong, x, spec, p)
+    assert found is not None
+    assert found.cause == "layout"
+    assert "also rotates the other way" in found.message
+    only_inverse = diagnose(rr.apply_rope(x, spec, p, inverse=True), x, spec, p)
+    assert only_inverse is not None
+    assert only_inverse.cause == "direction"
+
+
+def test_rope_parameters_partial_rotary_factor_wins_over_the_top_level_one():
+    """Catches: the top-level ``partial_rotary_factor`` read before ``rope_parameters``'."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    given = {
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "head_dim": 64,
+        "partial_rotary_factor": 0.5,
+        "rope_parameters": {
+            "rope_type": "linear",
+            "rope_theta": 1e4,
+            "factor": 2.0,
+            "partial_rotary_factor": 0.25,
+        },
+    }
+    config = transformers.LlamaConfig(**given)  # HF reads both and chooses
+    hf_inv_freq, _ = ROPE_INIT_FUNCTIONS["linear"](config, "cpu")
+    spec = rr.RopeSpec.from_hf(given)
+    assert spec.rotary_dim == 2 * hf_inv_freq.numel() == 16
+    np.testing.assert_allclose(rr.inv_freq(spec), hf_inv_freq.double().numpy(), rtol=1e-6)
+
+
+def test_llama3_defaults_are_hf_own():
+    """Catches: the default ``high_freq_factor`` (or ``low_freq_factor``) of Llama 3 changed.
+
+    HF requires both keys; the values its Llama-3-scaled configs fill in when none are
+    given (Apertus, CWM) are the ones Meta's code hard-codes.
+    """
+    transformers = pytest.importorskip("transformers")
+    for config in (transformers.ApertusConfig(), transformers.CwmConfig()):
+        params = config.rope_parameters
+        assert params["rope_type"] == "llama3"
+        rule = rr.scaling.Llama3(params["factor"], params["original_max_position_embeddings"])
+        assert rule.high_freq_factor == params["high_freq_factor"]
+        assert rule.low_freq_factor == params["low_freq_factor"]
+        omitted = {k: v for k, v in params.items() if not k.endswith("freq_factor")}
+        from_hf = rr.RopeSpec.from_hf({"head_dim": 64, "rope_parameters": omitted}).scaling
+        assert isinstance(from_hf, rr.scaling.Llama3)
+        assert from_hf.high_freq_factor == params["high_freq_factor"]
+        assert from_hf.low_freq_factor == params["low_freq_factor"]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32])
+@pytest.mark.parametrize("offset", [2**53 + 1, -(2**53) - 1, 2**62 + 2**9 - 1])
+def test_small_integer_positions_shift_exactly_by_a_huge_offset(dtype, offset):
+    """Catches: the integer shift done as ``float(p) + float(offset)`` (two roundings).
+
+    2**53 + 1 is a tie in float64: alone it rounds to 2**53, but 1 + (2**53 + 1) = 2**53 + 2
+    is exact. The sum is formed with Python integers here and rounded once.
+    """
+    p = np.array([1, 3, 5], dtype=dtype)
+    spec = rr.RopeSpec(2, freqs=(1.0,))  # angle = position
+    x = np.array([[1.0, 0.0]] * 3)
+    want_positions = np.array([float(int(v) + offset) for v in p])
+    got = rr.apply_rope(x, spec, p, offset=offset)
+    np.testing.assert_array_equal(got, rr.apply_rope(x, spec, want_positions))
+    twice = np.array([float(v) + float(offset) for v in p])  # what the mutant computes
+    assert not np.array_equal(rr.apply_rope(x, spec, twice), got)
