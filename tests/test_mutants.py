@@ -91,3 +91,45 @@ def test_small_integer_positions_shift_exactly_by_a_huge_offset(dtype, offset):
     np.testing.assert_array_equal(got, rr.apply_rope(x, spec, want_positions))
     twice = np.array([float(v) + float(offset) for v in p])  # what the mutant computes
     assert not np.array_equal(rr.apply_rope(x, spec, twice), got)
+
+
+def test_llama3_band_edges_are_divided_exactly():
+    """Catches: ``context / low`` or ``context / high`` as floor division.
+
+    With context 8192 and low_freq_factor 3 the edge is 2730.67 wavelengths, not 2730: a
+    pair of wavelength 2730.5 is in the medium band. The rule is HF's (and Meta's),
+    written here: long wavelengths divided by the factor, short ones kept, the band
+    between blended linearly in context / wavelength.
+    """
+    context, low, high, factor = 8192, 3.0, 7.0, 8.0
+    rule = rr.scaling.Llama3(factor, context, low_freq_factor=low, high_freq_factor=high)
+    wavelengths = np.array([2730.5, 1170.1, 5000.0, 100.0, 9000.0])  # 8192 / 7 = 1170.29
+    theta = 2 * np.pi / wavelengths
+    smooth = (context / wavelengths - low) / (high - low)
+    medium = (1 - smooth) * theta / factor + smooth * theta
+    want = np.where(wavelengths > context / low, theta / factor, medium)
+    want = np.where(wavelengths < context / high, theta, want)
+    got = rule.inv_freq(theta, base=1e4, rotary_dim=10, seq_len=None)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    assert got[0] != theta[0] / factor  # 2730.5: blended, not divided
+
+
+def test_rotation_matrix_of_a_multi_axis_spec():
+    """Catches: the number of values a multi-axis position must have."""
+    spec = rr.RopeSpec(8, sections=(1, 1, 2))  # pairs 0, 1, 2-3 follow axes t, h, w
+    position = (3.0, 5.0, 7.0)
+    theta = rr.inv_freq(spec)
+    angles = np.array(position)[[0, 1, 2, 2]] * theta
+    R = rr.rotation_matrix(spec, position)
+    for j, angle in enumerate(angles):  # half layout: pair (j, j + 4)
+        block = R[np.ix_([j, j + 4], [j, j + 4])]
+        c, s = np.cos(angle), np.sin(angle)
+        np.testing.assert_allclose(block, [[c, -s], [s, c]], rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="`position` must be a single position"):
+        rr.rotation_matrix(spec, [position, position])
+
+
+def test_rotation_matrix_takes_seq_len_and_role_by_name_only():
+    """Catches: the keyword-only marker of `rotation_matrix` dropped."""
+    with pytest.raises(TypeError):
+        rr.rotation_matrix(rr.RopeSpec(4), 1.0, 8.0)  # type: ignore[misc]
