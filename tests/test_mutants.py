@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
+from rope_ref._engine import dispatch
 from rope_ref.testing import diagnose
 
 
@@ -133,3 +134,83 @@ def test_rotation_matrix_takes_seq_len_and_role_by_name_only():
     """Catches: the keyword-only marker of `rotation_matrix` dropped."""
     with pytest.raises(TypeError):
         rr.rotation_matrix(rr.RopeSpec(4), 1.0, 8.0)  # type: ignore[misc]
+
+
+# --- backend availability (rope_ref._engine.dispatch), without starting numba ----------
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "refused"),
+    [
+        ("NUMBA_NUM_THREADS", "1", False),
+        ("NUMBA_NUM_THREADS", " 16 ", False),
+        ("NUMBA_NUM_THREADS", "0", True),
+        ("NUMBA_NUM_THREADS", "-3", True),
+        ("NUMBA_NUM_THREADS", "two", True),
+        ("NUMBA_THREADING_LAYER", "OMP", False),
+        ("NUMBA_THREADING_LAYER", "workqueue", False),
+        ("NUMBA_THREADING_LAYER", "bogus", True),
+    ],
+)
+def test_numba_settings_are_read_from_the_environment(monkeypatch, setting, value, refused):
+    """Catches: the thread-count bound moved, the layer names not checked."""
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.delenv("NUMBA_THREADING_LAYER", raising=False)
+    monkeypatch.setenv(setting, value)
+    monkeypatch.setattr(dispatch, "_START_FAILURES", {})
+    reason = dispatch._numba_environment_reason()
+    assert (reason is not None) == refused
+    if refused:
+        assert setting in reason
+        assert reason == dispatch.unusable_reason("numba")  # said before loading anything
+        assert reason == rr.available_backends()["numba"]
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [("No threading layer could be loaded.\nHINT: install tbb", "loaded.)"), ("", "Error)")],
+)
+def test_a_threading_layer_that_cannot_start_is_said_in_one_line(monkeypatch, message, said):
+    """Catches: a later line of numba's message (or none) reported."""
+    numba = pytest.importorskip("numba")
+
+    def fail() -> int:
+        raise ValueError(message)
+
+    monkeypatch.setattr(numba, "get_num_threads", fail)
+    monkeypatch.setattr(dispatch, "_START_FAILURES", {})
+    dispatch._start_numba_threads()
+    reason = dispatch._START_FAILURES["numba"]
+    assert reason.startswith("numba's threading layer cannot start")
+    assert reason.endswith(said)
+    assert "\n" not in reason
+
+
+def test_a_kernel_module_outside_the_installation_is_missing(monkeypatch):
+    """Catches: find_spec's ModuleNotFoundError (parent package absent) not caught."""
+    monkeypatch.setitem(dispatch._REGISTRY, "ghost", ("no_such_package.kernel", None))
+    reason = dispatch._missing_reason("ghost")
+    assert reason == "the kernel module no_such_package.kernel is not part of this installation"
+    assert dispatch.unusable_reason("ghost") == reason
+
+
+@pytest.mark.parametrize("error", [RuntimeError, ImportError])
+def test_auto_hears_why_a_backend_would_not_load(monkeypatch, error):
+    """Catches: an exception type dropped from those that make a backend unusable."""
+
+    def load(name: str) -> None:
+        msg = f"{name} cannot run"
+        raise error(msg)
+
+    monkeypatch.setitem(dispatch._REGISTRY, "ghost", ("rope_ref._core.reference", None))
+    monkeypatch.setattr(dispatch, "load_backend", load)
+    assert dispatch.unusable_reason("ghost") == "ghost cannot run"
+
+
+def test_a_missing_dependency_names_it_in_the_error(monkeypatch):
+    """Catches: ModuleNotFoundError.name set to the kernel module, not the dependency."""
+    monkeypatch.setitem(dispatch._REGISTRY, "ghost", ("rope_ref._core.reference", "no_such_dep"))
+    monkeypatch.setitem(dispatch.INSTALL_HINTS, "ghost", "pip install no_such_dep")
+    with pytest.raises(ModuleNotFoundError, match="backend='ghost' is not available") as caught:
+        dispatch.load_backend("ghost")
+    assert caught.value.name == "no_such_dep"
