@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
+from rope_ref._core import validation
 from rope_ref._engine import dispatch
 from rope_ref.testing import diagnose
 
@@ -214,3 +215,15 @@ def test_a_missing_dependency_names_it_in_the_error(monkeypatch):
     with pytest.raises(ModuleNotFoundError, match="backend='ghost' is not available") as caught:
         dispatch.load_backend("ghost")
     assert caught.value.name == "no_such_dep"
+
+
+def test_real_checks_at_their_edges():
+    """Catches: 0 refused as non-negative; a Python int past float range not caught."""
+    assert validation.check_nonnegative("x", 0.0) == 0.0
+    assert validation.check_nonnegative("x", 0) == 0.0
+    with pytest.raises(ValueError, match=r"`x` must be non-negative; got -0\.5"):
+        validation.check_nonnegative("x", -0.5)
+    with pytest.raises(ValueError, match=r"`x` must be finite; got inf"):
+        validation.check_real("x", 10**400)
+    with pytest.raises(ValueError, match=r"`x` must be finite; got -inf"):
+        validation.check_real("x", -(10**400))

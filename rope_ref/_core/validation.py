@@ -78,8 +78,8 @@ def check_real(name: str, value: object) -> float:
         raise TypeError(msg)
     try:
         result = float(value)
-    except OverflowError:
-        result = math.inf
+    except OverflowError:  # an int past float64's range, with its sign
+        result = math.inf if value > 0 else -math.inf
     if not math.isfinite(result):
         msg = f"`{name}` must be finite; got {result!r}."
         raise ValueError(msg)
