@@ -260,6 +260,7 @@ def expected_rope(x, spec, positions, offset, seq_axis, inverse=False):
         grid = grid.reshape(shape)
     else:
         p = valid_positions(positions)
+        assert p is not None  # checked above
         grid = shifted_grid(p, o)
         if not np.all(np.isfinite(grid)):
             return invalid("offset", "positions")

@@ -105,9 +105,9 @@ def intended_spec(values: dict[str, Any]) -> Any:
     if original is None:
         bad |= {"config", "original_max_position_embeddings", "max_position_embeddings"}
     factor = get("factor")
-    lengths = (get("max_position_embeddings"), original)
-    if factor is None and all(n is not None and n is not BAD for n in lengths):
-        factor = get("max_position_embeddings") / original
+    longest = get("max_position_embeddings")
+    if factor is None and isinstance(longest, int) and isinstance(original, int):
+        factor = longest / original
     if factor is None:
         bad.add("factor")
     elif factor is not BAD and original is not BAD and not math.isfinite(1.0 / factor):

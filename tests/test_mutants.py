@@ -134,7 +134,7 @@ def test_rotation_matrix_of_a_multi_axis_spec():
 def test_rotation_matrix_takes_seq_len_and_role_by_name_only():
     """Catches: the keyword-only marker of `rotation_matrix` dropped."""
     with pytest.raises(TypeError):
-        rr.rotation_matrix(rr.RopeSpec(4), 1.0, 8.0)  # type: ignore[misc]
+        rr.rotation_matrix(rr.RopeSpec(4), 1.0, 8.0)  # type: ignore[call-arg]
 
 
 # --- backend availability (rope_ref._engine.dispatch), without starting numba ----------
@@ -161,7 +161,7 @@ def test_numba_settings_are_read_from_the_environment(monkeypatch, setting, valu
     monkeypatch.setattr(dispatch, "_START_FAILURES", {})
     reason = dispatch._numba_environment_reason()
     assert (reason is not None) == refused
-    if refused:
+    if reason is not None:
         assert setting in reason
         assert reason == dispatch.unusable_reason("numba")  # said before loading anything
         assert reason == rr.available_backends()["numba"]

@@ -6,7 +6,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def check_real(name: str, value: object) -> float:
     try:
         result = float(value)
     except OverflowError:  # an int past float64's range, with its sign
-        result = math.inf if value > 0 else -math.inf
+        result = math.inf if cast("int", value) > 0 else -math.inf
     if not math.isfinite(result):
         msg = f"`{name}` must be finite; got {result!r}."
         raise ValueError(msg)
