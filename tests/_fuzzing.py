@@ -1,9 +1,11 @@
-"""The verdict of the fuzz tests: a correct result, or an error naming a parameter.
+"""The verdict of the fuzz tests: a correct result, or an error naming the wrong argument.
 
-A call passes when it raises TypeError or ValueError whose message names, in backticks, a
-parameter of the function (or a config key) and the oracle also calls the input invalid,
-or when it returns and the oracle calls the input valid (the test then compares the
-values); in both cases no input may have changed. Any other exception fails.
+The oracle of each test returns the expected result, or `invalid(...)` with the names of
+the arguments (parameters, config keys) that make the input invalid. A call passes when it
+raises TypeError or ValueError whose message names, in backticks, one of those, or when it
+returns and the oracle calls the input valid (the test then compares the values); in both
+cases no input may have changed. Any other exception, and an error that names an argument
+that was fine, fail.
 """
 
 from __future__ import annotations
@@ -19,7 +21,21 @@ from hypothesis import event, settings
 #: Examples per test: 150 under the derandomized "ci" profile, more under "thorough".
 EXAMPLES = max(150, settings().max_examples)
 
-INVALID = object()  # the oracle's verdict: the call must raise
+
+class Invalid:
+    """The oracle's verdict that the call must raise, naming one of `names`."""
+
+    def __init__(self, names: set[str]) -> None:
+        assert names, "an invalid input is invalid because of some argument"
+        self.names = frozenset(names)
+
+    def __repr__(self) -> str:
+        return f"invalid({', '.join(sorted(self.names))})"
+
+
+def invalid(*names: str) -> Invalid:
+    """The call must raise an error naming one of `names`."""
+    return Invalid(set(names))
 
 
 def named(error: Exception) -> set[str]:
@@ -63,11 +79,11 @@ def assert_unchanged(before: Any, after: Any) -> None:
         assert before == after or before is after
 
 
-def check(result: Any, expected: Any, names: set[str]) -> None:
-    """The verdict: an error naming one of `names` iff the oracle says INVALID."""
+def check(result: Any, expected: Any) -> None:
+    """The verdict: an error naming an argument the oracle found wrong iff it found one."""
     event("refused" if isinstance(result, Exception) else "computed")
     if isinstance(result, Exception):
-        assert expected is INVALID, f"refused a valid input: {result!r}"
-        assert named(result) & names, f"the error names none of {sorted(names)}: {result}"
+        assert isinstance(expected, Invalid), f"refused a valid input: {result!r}"
+        assert named(result) & expected.names, f"{expected!r}, but the error says: {result}"
     else:
-        assert expected is not INVALID, f"returned a result for an invalid input: {result!r}"
+        assert not isinstance(expected, Invalid), f"returned {result!r} for {expected!r}"

@@ -137,7 +137,7 @@ def test_dask_with_unknown_chunks_names_the_problem():
     da = pytest.importorskip("dask.array")
     x = da.ones((6, 8), chunks=(3, 8))
     x = x[x[:, 0] > 0]  # boolean mask: the length is unknown (NaN) until computed
-    with pytest.raises(ValueError, match=re.escape("`x` must have a known length along")):
+    with pytest.raises(ValueError, match=re.escape("`x` must have a known size on every axis")):
         rr.apply_rope(x)
 
 

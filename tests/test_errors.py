@@ -350,3 +350,161 @@ def test_a_table_cache_hit_refuses_what_a_miss_refuses(valid, bad, message):
     for call_positions in (positions, None):
         with pytest.raises(TypeError, match=re.escape(message)):
             rr.apply_rope(x, None, call_positions, **bad)
+
+
+# --- errors that name the argument they are about ----------------------------------------
+
+SPEC8 = rr.RopeSpec(8)
+Q, K = np.ones((3, 8)), np.ones((5, 8))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: rr.rerotate(K, SPEC8, from_seq_len=-1, to_seq_len=4),
+            ValueError,
+            "`from_seq_len` must be positive; got -1.0.",
+        ),
+        (
+            lambda: rr.rerotate(K, SPEC8, from_seq_len=4, to_seq_len=0),
+            ValueError,
+            "`to_seq_len` must be positive; got 0.0.",
+        ),
+        (
+            lambda: rr.rerotate(K, SPEC8, from_seq_len=4, to_seq_len="8"),
+            TypeError,
+            "`to_seq_len` must be a real number; got '8'.",
+        ),
+        (
+            lambda: rr.rerotate(K, SPEC8, from_seq_len=None, to_seq_len=8),
+            TypeError,
+            "`from_seq_len` must be a real number; got None.",
+        ),
+        (
+            lambda: rr.rerotate(K, SPEC8, from_seq_len=np.inf, to_seq_len=8),
+            ValueError,
+            "`from_seq_len` must be finite; got inf.",
+        ),
+        (
+            lambda: rr.apply_rope_qk(Q, K, SPEC8, k_positions=np.arange(4)),
+            ValueError,
+            "`k_positions` must broadcast to k.shape[:-1] = (5,)",
+        ),
+        (
+            lambda: rr.apply_rope_qk(Q, K, SPEC8, np.arange(3), k_positions=np.arange(6)),
+            ValueError,
+            "`k_positions` must broadcast to k.shape[:-1] = (5,)",
+        ),
+        (
+            lambda: rr.apply_rope_qk(Q, K, SPEC8, np.arange(3), k_positions=[0, 1, "2", 3, 4]),
+            TypeError,
+            "`k_positions` must hold integer or real numbers",
+        ),
+        (
+            lambda: rr.apply_rope_qk(Q, K, SPEC8, k_positions=np.full(5, np.nan)),
+            ValueError,
+            "`k_positions` must be finite",
+        ),
+        (
+            lambda: rr.testing.error_model("float32", angle_dtype="float16"),
+            ValueError,
+            "`angle_dtype` must be float32 or float64",
+        ),
+        (
+            lambda: rr.testing.error_model("float32", angle_dtype=np.int8),
+            ValueError,
+            "`angle_dtype` must be float32 or float64",
+        ),
+    ],
+)
+def test_errors_name_the_argument_they_are_about(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+def test_a_16_bit_angle_dtype_is_refused_by_the_oracle():
+    # angles in float16 are off by ~0.25 rad at position 1000; a model that granted them
+    # would pass a kernel that is wrong there
+    x = np.ones((1, 8), dtype=np.float32)
+    p = np.array([1000])
+    with pytest.raises(ValueError, match="`angle_dtype` must be float32 or float64"):
+        rr.testing.assert_rope_close(rr.apply_rope(x, SPEC8, p), x, SPEC8, p, angle_dtype="float16")
+    with pytest.raises(ValueError, match="`angle_dtype` must be float32 or float64"):
+        rr.testing.rope_atol(SPEC8, p, dtype="float32", angle_dtype="bfloat16")
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "kind"),
+    [
+        (lambda t: t.ones(3, 8).to_sparse(), "x", "layout torch.sparse_coo"),
+        (lambda t: t.ones(3, 8).to_sparse_csr(), "x", "layout torch.sparse_csr"),
+        (lambda t: t.nested.nested_tensor([t.ones(2, 8), t.ones(3, 8)]), "x", "nested"),
+        (
+            lambda t: t.nested.nested_tensor([t.ones(2, 8), t.ones(3, 8)], layout=t.jagged),
+            "x",
+            "nested",
+        ),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:.*(nested tensors|Sparse CSR):UserWarning")
+def test_sparse_and_nested_tensors_are_refused_by_name(make, name, kind):
+    torch = pytest.importorskip("torch")
+    x = make(torch)
+    for call in (
+        lambda: rr.apply_rope(x, SPEC8),
+        lambda: rr.convert_layout(x, SPEC8, src="interleaved", dst="half"),
+        lambda: rr.rerotate(x, SPEC8, from_seq_len=3, to_seq_len=5),
+    ):
+        with pytest.raises(TypeError, match=f"`{name}` must be a dense \\(strided\\) tensor"):
+            call()
+    dense = torch.ones(3, 8)
+    with pytest.raises(TypeError, match=f"`k` must be a dense .* {kind}"):
+        rr.apply_rope_qk(dense, x, SPEC8)
+    with pytest.raises(TypeError, match=f"`q` must be a dense .* {kind}"):
+        rr.apply_rope_qk(x, dense, SPEC8)
+
+
+def test_sparse_positions_are_refused_by_name():
+    torch = pytest.importorskip("torch")
+    sparse = torch.arange(3).to_sparse()
+    with pytest.raises(TypeError, match="`positions` must be a dense"):
+        rr.apply_rope(torch.ones(3, 8), SPEC8, sparse)
+    with pytest.raises(TypeError, match="`positions` must be a dense"):
+        rr.rope_cos_sin(SPEC8, sparse)
+
+
+def _unknown_rows(shape):
+    da = pytest.importorskip("dask.array")
+    x = da.ones(shape, chunks=1)
+    return x[x[(slice(None), *(0,) * (len(shape) - 1))] > 0]  # rows known only when computed
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, x3: rr.apply_rope(x, SPEC8),
+        lambda x, x3: rr.apply_rope(x, SPEC8, np.arange(6)),
+        lambda x, x3: rr.apply_rope(x3, SPEC8),  # unknown batch, known sequence
+        lambda x, x3: rr.apply_rope(x3, SPEC8, np.arange(6), backend="auto"),
+        lambda x, x3: rr.rerotate(x, SPEC8, from_seq_len=3, to_seq_len=5),
+        lambda x, x3: rr.convert_layout(x, SPEC8, src="interleaved", dst="half"),
+    ],
+)
+def test_dask_arrays_of_unknown_size_are_refused_by_name(call):
+    x, x3 = _unknown_rows((6, 8)), _unknown_rows((2, 6, 8))
+    with pytest.raises(ValueError, match=re.escape("`x` must have a known size on every axis")):
+        call(x, x3)
+
+
+def test_dask_queries_or_keys_of_unknown_size_are_refused_by_name():
+    da = pytest.importorskip("dask.array")
+    unknown, known = _unknown_rows((6, 8)), da.ones((6, 8))
+    with pytest.raises(ValueError, match=re.escape("`q` must have a known size on every axis")):
+        rr.apply_rope_qk(unknown, known, SPEC8)
+    with pytest.raises(ValueError, match=re.escape("`k` must have a known size on every axis")):
+        rr.apply_rope_qk(known, unknown, SPEC8)
+    rows = unknown.compute_chunk_sizes()  # the way out the message gives
+    np.testing.assert_allclose(
+        rr.apply_rope(rows, SPEC8).compute(), rr.apply_rope(K.repeat(2, 0)[:6], SPEC8)
+    )

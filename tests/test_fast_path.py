@@ -47,18 +47,21 @@ offsets = st.one_of(
     st.sampled_from([np.float16, np.float32, np.float64]),
     st.sampled_from(["half", "interleaved"]),
     st.booleans(),
+    st.booleans(),
 )
 @settings(max_examples=60)
-def test_integer_offsets_equal_explicit_positions_exactly(offset, seq, dtype, layout, as_float):
+def test_integer_offsets_equal_explicit_positions_exactly(
+    offset, seq, dtype, layout, as_float, inverse
+):
     """Integer offsets (and integral floats, which the general path treats alike) below
     2**62 read their rows from cached blocks; the rotation is bit-identical to passing
     the positions explicitly, which builds the tables of exactly those positions."""
     spec = rr.RopeSpec(32, layout=layout)
     x = np.random.default_rng(seq).standard_normal((seq, 2, 32)).astype(dtype)
     given_offset = float(offset) if as_float and abs(offset) < 2**53 else offset
-    got = rr.apply_rope(x, spec, offset=given_offset, seq_axis=0, backend="numba")
+    got = rr.apply_rope(x, spec, offset=given_offset, seq_axis=0, inverse=inverse, backend="numba")
     positions = np.arange(seq, dtype=np.int64) + offset
-    want = rr.apply_rope(x, spec, positions, seq_axis=0, backend="numba")
+    want = rr.apply_rope(x, spec, positions, seq_axis=0, inverse=inverse, backend="numba")
     np.testing.assert_array_equal(got, want)
 
 
@@ -70,14 +73,16 @@ def test_integer_offsets_equal_explicit_positions_exactly(offset, seq, dtype, la
         st.floats(2.0**62, 1e300),
     ),
     st.integers(1, 70),
+    st.booleans(),
 )
 @settings(max_examples=40)
-def test_other_offsets_equal_the_general_path_exactly(offset, seq):
+def test_other_offsets_equal_the_general_path_exactly(offset, seq, inverse):
     """Fractional and huge offsets get the general path's positions and tables."""
     spec = rr.RopeSpec(16)
     x = np.random.default_rng(seq).standard_normal((1, seq, 2, 16)).astype(np.float32)
-    got = rr.apply_rope(x, spec, offset=offset, seq_axis=-3, backend="numba")
-    want = general_path(x, spec, offset=offset, seq_axis=-3, backend="numba")
+    kwargs = {"offset": offset, "seq_axis": -3, "inverse": inverse, "backend": "numba"}
+    got = rr.apply_rope(x, spec, **kwargs)
+    want = general_path(x, spec, **kwargs)
     np.testing.assert_array_equal(got, want)
 
 
@@ -97,10 +102,11 @@ def test_length_dependent_scaling_equals_explicit_positions(seq_len):
     calls build their own rows, never a block's."""
     spec = rr.RopeSpec(32, scaling=rr.scaling.DynamicNTK(4.0, max_position=4096))
     x = np.random.default_rng(1).standard_normal((3, 32)).astype(np.float32)
-    for offset in (0, 10_000, 10_001):
-        got = rr.apply_rope(x, spec, offset=offset, seq_len=seq_len, backend="numba")
+    for offset, inverse in ((0, False), (10_000, True), (10_001, False), (10_001, True)):
+        kwargs = {"seq_len": seq_len, "inverse": inverse, "backend": "numba"}
+        got = rr.apply_rope(x, spec, offset=offset, **kwargs)
         positions = np.arange(3) + offset
-        want = rr.apply_rope(x, spec, positions, seq_len=seq_len, backend="numba")
+        want = rr.apply_rope(x, spec, positions, **kwargs)
         np.testing.assert_array_equal(got, want)
 
 

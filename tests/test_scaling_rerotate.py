@@ -70,7 +70,7 @@ def test_rerotate_errors():
         rr.rerotate(np.ones((2, 8), dtype=np.int64), spec, from_seq_len=2, to_seq_len=3)
     with pytest.raises(ValueError, match=r"`x` must have spec.head_dim = 8"):
         rr.rerotate(np.ones((2, 6)), spec, from_seq_len=2, to_seq_len=3)
-    with pytest.raises(ValueError, match=r"`seq_len` must be positive"):
+    with pytest.raises(ValueError, match=r"`from_seq_len` must be positive"):
         rr.rerotate(np.ones((2, 8)), spec, from_seq_len=0, to_seq_len=3)
     with pytest.raises(TypeError, match=r"`x` must be an array"):
         rr.rerotate([[1.0] * 8], spec, from_seq_len=2, to_seq_len=3)

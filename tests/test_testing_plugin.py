@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from rope_ref.testing import RopeOracle
 from rope_ref.testing._plugin import NAMESPACES, namespace_names
@@ -102,3 +105,26 @@ def test_plugin_loads_without_importing_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+def test_the_jax_xp_leaves_float64_as_it_found_it(tmp_path):
+    # the fixture turns float64 on for its test; a later test must see JAX's default again
+    result = _pytest(
+        tmp_path,
+        {
+            "test_order.py": """
+            import jax
+            import jax.numpy as jnp
+
+            def test_first_with_xp(xp):
+                assert xp.asarray([1.0], dtype=xp.float64).dtype == xp.float64
+
+            def test_then_without():
+                assert jax.config.jax_enable_x64 is False
+                assert jnp.arange(3).dtype == jnp.int32
+            """
+        },
+        xp="jax.numpy",
+    )
+    assert "2 passed" in result.stdout, result.stdout + result.stderr

@@ -10,7 +10,12 @@ concurrent result must equal its serial result bit for bit, and no input may cha
 from __future__ import annotations
 
 import copy
+import importlib.util
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +23,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import pytest
 
 import rope_ref as rr
 from rope_ref._core import frequencies
@@ -121,3 +127,63 @@ def test_eight_threads_give_the_serial_results_and_change_no_input():
             assert not wrong, f"round {round_}: differ from the serial results: {wrong}"
     for old, new in zip(before, INPUTS, strict=True):
         assert same(old, new) if isinstance(old, np.ndarray) else old == new
+
+
+# numba settings in the environment that stop its threads: numba is then reported as
+# unusable with the reason, "auto" falls back to the reference, and asking for numba by
+# name raises an error that names the setting (each case in its own process: numba reads
+# the environment once)
+_SETTINGS_PROBE = """
+import json, sys
+import numpy as np
+import rope_ref as rr
+x = np.random.default_rng(0).standard_normal((4096, 8))  # enough rows for numba's threads
+spec = rr.RopeSpec(8)
+before = rr.available_backends()["numba"]
+auto = rr.apply_rope(x, spec, backend="auto")
+expected = rr.apply_rope(x, spec, backend="reference")
+try:
+    rr.apply_rope(x, spec, backend="numba")
+    error = None
+except Exception as err:
+    error = [type(err).__name__, str(err)]
+after = rr.available_backends()["numba"]
+json.dump({"before": before, "after": after, "same": bool((auto == expected).all()),
+           "error": error}, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="needs numba")
+@pytest.mark.parametrize(
+    ("setting", "value", "said_before_loading"),
+    [
+        ("NUMBA_NUM_THREADS", "0", True),
+        ("NUMBA_NUM_THREADS", "two", True),
+        ("NUMBA_THREADING_LAYER", "bogus", True),
+        ("NUMBA_THREADING_LAYER", "tbb", False),  # a real layer; TBB is not installed
+    ],
+)
+def test_numba_settings_that_stop_its_threads(setting, value, said_before_loading):
+    if value == "tbb" and importlib.util.find_spec("tbb") is not None:
+        pytest.skip("TBB is installed here: the layer loads")
+    env = {**os.environ, setting: value}
+    done = subprocess.run(
+        [sys.executable, "-c", _SETTINGS_PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["same"]  # "auto" ran the reference
+    assert report["error"] is not None
+    kind, message = report["error"]
+    assert kind == "RuntimeError"
+    assert "backend='numba' cannot run here" in message
+    assert setting in message
+    assert repr(value) in message
+    assert (report["before"] is not None) == said_before_loading
+    assert report["after"] is not None
+    assert setting in report["after"]

@@ -25,11 +25,12 @@ from rope_ref._core.compat import (
 from rope_ref._core.positions import as_positions
 from rope_ref._core.rounding import FORMATS16, round_once, to_grid
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_bool, check_choice, check_real
+from rope_ref._core.validation import check_bool, check_choice, check_real, check_size
 
 __all__ = [
     "attention_factor",
     "check_seq_len",
+    "check_table_size",
     "inferred_seq_len",
     "inv_freq",
     "max_plus_one",
@@ -189,6 +190,7 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
     [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
     """
     p, pxp, _, _ = _float64_positions(positions, spec)
+    check_table_size(spec, p, "angles")
     p = pxp.astype(p, pxp.float64)
     theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, pxp))
     return _angles(spec, p, theta, xp=pxp)
@@ -297,6 +299,7 @@ def tables(
     `xp` must support float64 on the device of `positions`; callers on a device without it
     build the tables with NumPy and move them with `move_tables`.
     """
+    check_table_size(spec, positions, "cos/sin tables")
     p = xp.astype(positions, xp.float64)
     seq_len = _resolve_seq_len(spec, p, seq_len, xp)
     angles = _angles(spec, p, inv_freq(spec, seq_len), xp=xp)
@@ -310,6 +313,17 @@ def tables(
         return cos, sin
     scale = _xpos_scale(spec, p, seq_len, role, xp=xp)
     return cos * scale, sin * scale
+
+
+def check_table_size(spec: RopeSpec, positions: Array, what: str) -> None:
+    """Refuse, before any work, tables of more values than `check_size` allows."""
+    grid = tuple(positions.shape) if spec.sections is None else tuple(positions.shape[:-1])
+    check_size(
+        "`positions` and `spec.head_dim`",
+        what,
+        (*(math.nan if n is None else n for n in grid), spec.n_pairs),
+        hint=": pass the positions in chunks",
+    )
 
 
 def move_tables(

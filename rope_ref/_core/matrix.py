@@ -11,6 +11,7 @@ from rope_ref._core.frequencies import tables
 from rope_ref._core.positions import as_positions
 from rope_ref._core.reference import block_matrix
 from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_size
 
 __all__ = ["rotation_matrix"]
 
@@ -51,6 +52,12 @@ def rotation_matrix(
     True
     """
     spec = check_spec(spec)
+    check_size(
+        "`spec.head_dim`",
+        "a rotation matrix",
+        (spec.head_dim, spec.head_dim),
+        hint=": rotate with apply_rope, which builds no matrix",
+    )
     p = as_positions(position, name="position", n_axes=spec.position_axes)
     if p.ndim != (0 if spec.sections is None else 1):
         msg = f"`position` must be a single position ({spec.n_axes} value(s)); got shape {p.shape}."

@@ -11,7 +11,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rope_ref._core.frequencies import _default_inv_freq
-from rope_ref._core.validation import check_choice, check_int, check_real
+from rope_ref._core.spec import MAX_HEAD_DIM
+from rope_ref._core.validation import check_choice, check_int, check_real, check_size
 
 __all__ = ["axial_freqs", "mrope_positions", "patch_positions"]
 
@@ -74,6 +75,12 @@ def axial_freqs(
     """
     kind = check_choice("kind", kind, _KINDS)
     sizes = _check_sizes("sections", sections)
+    if sum(sizes) > MAX_HEAD_DIM // 2:
+        msg = (
+            f"`sections` must hold at most {MAX_HEAD_DIM // 2:,} pairs in all (RopeSpec's "
+            f"head_dim is at most {MAX_HEAD_DIM:,}); got {sum(sizes):,}."
+        )
+        raise ValueError(msg)
     if kind == "pixel":
         top = check_real("max_freq", max_freq)
         if top <= 0.0:
@@ -139,6 +146,7 @@ def patch_positions(
     kind = check_choice("kind", kind, _POSITION_KINDS)
     sizes = _check_sizes("shape", shape)
     merge = check_int("merge_size", merge_size, minimum=1)
+    check_size("`shape`", "positions", (math.prod(sizes), len(sizes)))
     axes: list[np.ndarray] = (
         [np.linspace(-1.0, 1.0, n) for n in sizes]
         if kind == "pixel"
@@ -217,13 +225,15 @@ def mrope_positions(
         )
         raise TypeError(msg)
     blocks: list[NDArray[np.int64]] = []
-    start = 0
+    start = tokens = 0
     for segment in segments:
         if isinstance(segment, int | np.integer) and not isinstance(segment, bool):
             count = check_int("segments", segment, minimum=0)
+            tokens += count
+            check_size("`segments`", "positions", (tokens, 3))
             block = np.repeat(np.arange(count, dtype=np.int64)[:, None], 3, axis=1)
         else:
-            block = _vision_block(segment, merge)
+            block, tokens = _vision_block(segment, merge, tokens)
         block = block + start
         blocks.append(block)
         if len(block):
@@ -233,7 +243,8 @@ def mrope_positions(
     return np.concatenate(blocks, axis=0)
 
 
-def _vision_block(segment: object, merge: int) -> NDArray[np.int64]:
+def _vision_block(segment: object, merge: int, tokens: int) -> tuple[NDArray[np.int64], int]:
+    """The positions of one (T, H, W) segment, and `tokens` counting them too."""
     if isinstance(segment, str) or not isinstance(segment, Sequence | np.ndarray):
         msg = f"`segments` must hold ints (text runs) or (T, H, W) triples; got {segment!r}."
         raise TypeError(msg)
@@ -241,11 +252,13 @@ def _vision_block(segment: object, merge: int) -> NDArray[np.int64]:
     if h % merge or w % merge:
         msg = f"`merge_size` must divide the grid's H and W ({h}, {w}); got {merge}."
         raise ValueError(msg)
+    tokens += t * (h // merge) * (w // merge)
+    check_size("`segments`", "positions", (tokens, 3))
     grid = np.stack(
         np.meshgrid(np.arange(t), np.arange(h // merge), np.arange(w // merge), indexing="ij"),
         axis=-1,
     )
-    return grid.reshape(-1, 3).astype(np.int64)
+    return grid.reshape(-1, 3).astype(np.int64), tokens
 
 
 def _check_sizes(name: str, sizes: object, *, length: int | None = None) -> tuple[int, ...]:

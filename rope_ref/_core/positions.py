@@ -29,7 +29,7 @@ from rope_ref._core.compat import (
     finite_or_raise,
     is_array,
 )
-from rope_ref._core.validation import check_axis, check_not_masked
+from rope_ref._core.validation import check_axis, check_dense, check_not_masked
 
 __all__ = [
     "INT64_MAX",
@@ -60,6 +60,7 @@ def as_positions(
     of another namespace than `xp` are a TypeError (no silent device transfers).
     """
     check_not_masked(name, positions)
+    check_dense(name, positions)
     if is_array(positions):
         p = positions
         if xp is not None and array_namespace(p, name=name) is not xp:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rope_ref._core.aliases import Array
 from rope_ref._core.compat import array_namespace, device, has_float64, to_numpy
 from rope_ref._core.positions import as_positions
-from rope_ref._core.validation import check_int, check_real
+from rope_ref._core.validation import check_int, check_real, check_size
 
 __all__ = ["sinusoidal_embedding"]
 
@@ -47,6 +47,12 @@ def sinusoidal_embedding(positions: Array, /, dim: int, *, base: float = 10000.0
         msg = f"`base` must be greater than 1; got {base!r}."
         raise ValueError(msg)
     p = as_positions(positions)
+    check_size(
+        "`positions` and `dim`",
+        "an embedding",
+        (*(float("nan") if n is None else n for n in p.shape), dim),
+        hint=": pass the positions in chunks",
+    )
     xp, dev = array_namespace(p), device(p)
     if not has_float64(xp, dev):  # build on the host in float64, round once to float32
         host = sinusoidal_embedding(to_numpy(p), dim, base=base)

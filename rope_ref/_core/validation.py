@@ -6,7 +6,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -15,11 +15,19 @@ __all__ = [
     "check_bool",
     "check_callable",
     "check_choice",
+    "check_dense",
     "check_int",
+    "check_known_shape",
     "check_nonnegative",
     "check_not_masked",
     "check_real",
+    "check_size",
 ]
+
+#: The most values of one array that a function builds from its arguments: 2**28 (2 GiB
+#: in float64). A call holds a few such arrays at once (angles, cos, sin), so the working
+#: set stays near 10 GiB; larger tables are built in chunks of positions by the caller.
+MAX_ELEMENTS = 2**28
 
 T = TypeVar("T", bound=str)
 
@@ -34,6 +42,25 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
         msg = f"`{name}` must be at least {minimum}; got {result}."
         raise ValueError(msg)
     return result
+
+
+def check_size(names: str, what: str, shape: Sequence[float], *, hint: str = "") -> None:
+    """Raise ValueError, before any work, if an array of `shape` would exceed `MAX_ELEMENTS`.
+
+    `names` are the parameters the size comes from (quoted in the message), `what` the
+    array (``"cos/sin tables"``), `hint` what to do instead. Sizes not known yet (NaN, as
+    lazy arrays have) pass.
+    """
+    count = math.prod(shape)
+    if not count > MAX_ELEMENTS:
+        return
+    dims = " x ".join(f"{int(n):,}" for n in shape)
+    msg = (
+        f"{names} too large: {what} of {dims} = {int(count):,} values would exceed the "
+        f"limit of {MAX_ELEMENTS:,} values ({MAX_ELEMENTS * 8 / 2**30:g} GiB in float64) per "
+        f"array{hint}."
+    )
+    raise ValueError(msg)
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -51,8 +78,8 @@ def check_real(name: str, value: object) -> float:
         raise TypeError(msg)
     try:
         result = float(value)
-    except OverflowError:
-        result = math.inf
+    except OverflowError:  # an int past float64's range, with its sign
+        result = math.inf if cast("int", value) > 0 else -math.inf
     if not math.isfinite(result):
         msg = f"`{name}` must be finite; got {result!r}."
         raise ValueError(msg)
@@ -111,3 +138,37 @@ def check_not_masked(name: str, value: object) -> None:
             "or the data with the mask kept aside."
         )
         raise TypeError(msg)
+
+
+def check_dense(name: str, value: object) -> None:
+    """Raise TypeError if `value` is a PyTorch sparse or nested tensor.
+
+    Neither has the strided storage that array operations read; PyTorch's own errors
+    ("Cannot access storage of SparseTensorImpl") would not say which argument it was.
+    """
+    if not type(value).__module__.startswith("torch"):
+        return
+    if getattr(value, "is_nested", False):
+        msg = (
+            f"`{name}` must be a dense (strided) tensor; got a nested tensor: rotate each "
+            f"tensor of {name}.unbind() on its own."
+        )
+        raise TypeError(msg)
+    layout = str(getattr(value, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        msg = (
+            f"`{name}` must be a dense (strided) tensor; got a tensor of layout {layout}: "
+            f"pass {name}.to_dense()."
+        )
+        raise TypeError(msg)
+
+
+def check_known_shape(name: str, value: object) -> None:
+    """Raise ValueError if an axis of `value` has no known size (a lazy Dask array's NaN)."""
+    shape = tuple(getattr(value, "shape", ()))
+    if any(n is None or math.isnan(n) for n in shape):  # None (array API), NaN (Dask)
+        msg = (
+            f"`{name}` must have a known size on every axis; got shape {shape} (for Dask, "
+            f"call {name}.compute_chunk_sizes() first)."
+        )
+        raise ValueError(msg)

@@ -36,14 +36,22 @@ from rope_ref._core.positions import (
     as_positions,
     check_offset,
     default_positions,
+    grid_axes,
     lay_out,
     normalize_seq_axis,
     shift,
 )
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_axis, check_bool, check_choice, check_not_masked
+from rope_ref._core.validation import (
+    check_axis,
+    check_bool,
+    check_choice,
+    check_dense,
+    check_known_shape,
+    check_not_masked,
+)
 from rope_ref._engine import cpu_arrays
-from rope_ref._engine.dispatch import BACKENDS, available_backends, load_backend
+from rope_ref._engine.dispatch import BACKENDS, load_backend, unusable_reason
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.table_cache import positions_key, table_cache
 
@@ -306,6 +314,8 @@ def apply_rope_qk(
     if k.shape[-1] != spec.head_dim:
         msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
         raise ValueError(msg)
+    if k_positions is not None:
+        _check_key_positions(k_positions, k, spec, seq_axis)
     if positions is None:
         q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
         # where apply_rope would make default positions: on k's device if it has float64,
@@ -367,6 +377,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
         msg = f"`{name}` must be an array; got {type(x).__name__}."
         raise TypeError(msg)
     check_not_masked(name, x)
+    check_dense(name, x)
     xp = array_namespace(x, name=name)
     if not is_real_floating(xp, x.dtype):
         msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
@@ -374,6 +385,7 @@ def _check_x(x: Array, name: str) -> ArrayNamespace:
     if x.ndim == 0:
         msg = f"`{name}` must have a feature axis; got a 0-d array."
         raise ValueError(msg)
+    check_known_shape(name, x)
     return xp
 
 
@@ -531,6 +543,18 @@ def _host_positions(positions: Array) -> Array:
         raise ValueError(msg) from err
 
 
+def _check_key_positions(k_positions: Array, k: Array, spec: RopeSpec, seq_axis: object) -> None:
+    """Raise naming `k_positions` if they are not positions, or do not fit `k`."""
+    p = as_positions(k_positions, n_axes=spec.position_axes, name="k_positions")
+    grid = tuple(p.shape[: p.ndim - (0 if spec.sections is None else 1)])
+    lead = tuple(k.shape[:-1])
+    try:
+        grid_axes(grid, lead, normalize_seq_axis(check_axis("seq_axis", seq_axis), k.ndim, "k"))
+    except ValueError as err:  # grid_axes speaks of `positions` against x
+        msg = str(err).replace("`positions`", "`k_positions`").replace("x.shape", "k.shape")
+        raise ValueError(msg) from None
+
+
 def _newest(
     k_positions: Array, q_len: int, spec: RopeSpec, *, xp: ArrayNamespace, dev: object
 ) -> Array:
@@ -650,7 +674,7 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
         return None
     try:
         return load_backend("numba")
-    except ModuleNotFoundError:
+    except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
         return None
 
 
@@ -681,6 +705,6 @@ def _resolve_backend(backend: str, x: Array) -> str:
         kernel = "cupy"
     else:
         return "reference"
-    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and available_backends()[kernel] is None:
+    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and unusable_reason(kernel) is None:
         return kernel
     return "reference"

@@ -118,9 +118,10 @@ def _bfloat16() -> np.dtype[Any] | None:
 
 @functools.cache
 def _numba() -> ModuleType | None:
+    """The Numba kernel, or None where it is not installed or cannot start its threads."""
     try:
         return load_backend("numba")
-    except ModuleNotFoundError:
+    except (ModuleNotFoundError, RuntimeError):
         return None
 
 

@@ -10,6 +10,7 @@ from rope_ref._core.aliases import Array, Role
 from rope_ref._core.compat import device
 from rope_ref._core.frequencies import move_tables, tables
 from rope_ref._core.spec import RopeSpec, check_spec
+from rope_ref._core.validation import check_real
 from rope_ref._engine.api import _check_x, _resolve_spec, laid_out_positions
 
 __all__ = ["rerotate"]
@@ -70,6 +71,8 @@ def rerotate(
     >>> bool(np.allclose(moved, rr.apply_rope(k, spec, seq_len=64), rtol=0, atol=1e-13))
     True
     """
+    from_seq_len = _check_length("from_seq_len", from_seq_len)
+    to_seq_len = _check_length("to_seq_len", to_seq_len)
     xp = _check_x(x, "x")
     spec = _resolve_spec(check_spec(spec), x)
     p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
@@ -87,6 +90,15 @@ def rerotate(
         inverse=False,
         xp=xp,
     )
+
+
+def _check_length(name: str, value: object) -> float:
+    """A positive finite sequence length, or an error naming `name`."""
+    length = check_real(name, value)
+    if length <= 0.0:
+        msg = f"`{name}` must be positive; got {length!r}."
+        raise ValueError(msg)
+    return length
 
 
 def _divide(c1: Array, s1: Array, c0: Array, s0: Array, *, xp: ModuleType) -> tuple[Array, Array]:

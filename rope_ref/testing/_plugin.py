@@ -13,9 +13,11 @@ Hypothesis, torch or JAX until a fixture is used.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -42,10 +44,6 @@ def namespace_names(environ: dict[str, str] | None = None) -> tuple[str, ...]:
 
 def _load_namespace(name: str) -> ModuleType:
     module = pytest.importorskip(name)
-    if name == "jax.numpy":
-        import jax
-
-        jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]  # the oracle's float64 tables need it
     if name == "cupy":
         try:
             module.cuda.runtime.getDeviceCount()
@@ -56,10 +54,33 @@ def _load_namespace(name: str) -> ModuleType:
     return array_api_compat.array_namespace(module.asarray([0.0]))
 
 
+@contextlib.contextmanager
+def _jax_float64() -> Iterator[None]:
+    """JAX with float64 arrays (the oracle's tables need them), as it was again after."""
+    import jax
+
+    before = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+    jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", before)  # type: ignore[no-untyped-call]
+
+
 @pytest.fixture(params=namespace_names())
-def xp(request: pytest.FixtureRequest) -> ModuleType:
-    """Each installed array namespace (array-api-compat wrapped); ``ROPE_REF_XP`` narrows."""
-    return _load_namespace(str(request.param))
+def xp(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
+    """Each installed array namespace (array-api-compat wrapped); ``ROPE_REF_XP`` narrows.
+
+    For JAX, float64 is switched on (``jax_enable_x64``) for the test and switched back
+    to what it was after it: no later test sees the setting change.
+    """
+    name = str(request.param)
+    if name != "jax.numpy":
+        yield _load_namespace(name)
+        return
+    namespace = _load_namespace(name)
+    with _jax_float64():
+        yield namespace
 
 
 @pytest.fixture
