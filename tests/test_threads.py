@@ -148,8 +148,13 @@ try:
 except Exception as err:
     error = [type(err).__name__, str(err)]
 after = rr.available_backends()["numba"]
+torch_same = None
+if "torch" in sys.argv[1:]:  # a PyTorch CPU tensor under "auto" takes the reference too
+    import torch
+    t = torch.from_numpy(x.copy())
+    torch_same = bool((rr.apply_rope(t, spec, backend="auto") == rr.apply_rope(t, spec)).all())
 json.dump({"before": before, "after": after, "same": bool((auto == expected).all()),
-           "error": error}, sys.stdout)
+           "error": error, "torch_same": torch_same}, sys.stdout)
 """
 
 
@@ -167,8 +172,9 @@ def test_numba_settings_that_stop_its_threads(setting, value, said_before_loadin
     if value == "tbb" and importlib.util.find_spec("tbb") is not None:
         pytest.skip("TBB is installed here: the layer loads")
     env = {**os.environ, setting: value}
+    with_torch = value == "bogus" and importlib.util.find_spec("torch") is not None
     done = subprocess.run(
-        [sys.executable, "-c", _SETTINGS_PROBE],
+        [sys.executable, "-c", _SETTINGS_PROBE, *(["torch"] if with_torch else [])],
         env=env,
         capture_output=True,
         text=True,
@@ -178,6 +184,7 @@ def test_numba_settings_that_stop_its_threads(setting, value, said_before_loadin
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["same"]  # "auto" ran the reference
+    assert report["torch_same"] is (True if with_torch else None)
     assert report["error"] is not None
     kind, message = report["error"]
     assert kind == "RuntimeError"
