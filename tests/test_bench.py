@@ -70,7 +70,7 @@ def test_gpu_preset_without_cupy_says_what_to_install(capsys):
     if rr.available_backends()["cupy"] is None:
         pytest.skip("CuPy is installed here")
     assert main(["bench", "--preset", "gpu-decode", "--rounds", "1"]) == 1
-    assert "pip install cupy-cuda12x" in capsys.readouterr().err
+    assert "pip install 'cupy-cuda12x>=14' ml_dtypes" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto")
 # How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).
 INSTALL_HINTS = {
     "numba": "pip install 'rope-ref[numba]'",
-    "cupy": "pip install cupy-cuda12x (the CuPy wheel for your CUDA)",
+    "cupy": 'pip install "cupy-cuda12x>=14" ml_dtypes (the CuPy wheel for your CUDA)',
 }
 
 # numba's threading layers, by the names NUMBA_THREADING_LAYER takes

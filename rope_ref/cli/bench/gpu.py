@@ -117,7 +117,10 @@ def _stand_in_floor(x: np.ndarray) -> Prepared:
 def gpu_implementations(case: Case) -> list[Impl]:
     """What is timed on a GPU for `case`, copy baseline first."""
     if not _installed("cupy"):
-        msg = "GPU benchmarks need CuPy: pip install cupy-cuda12x (the wheel for your CUDA)"
+        msg = (
+            "GPU benchmarks need CuPy: pip install 'cupy-cuda12x>=14' ml_dtypes "
+            "(the wheel for your CUDA)"
+        )
         raise Unavailable(msg)
 
     def impl(name: str, kind: str, function: Callable[..., Prepared], note: str = "",
