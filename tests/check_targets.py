@@ -521,3 +521,22 @@ def leaves_a_sleeper(x, positions):
     with open(os.environ["ROPE_REF_TEST_PIDFILE"], "a") as out:
         out.write(f"{pid}\n")
     return _rope(x, positions)
+
+
+def litgpt_interleaved_rotation(x, cos, sin):
+    """litgpt's full-width half-layout table applied with the (2j, 2j + 1) rotation."""
+    import torch
+
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
+    return (x * cos.unsqueeze(-3)) + (rotated * sin.unsqueeze(-3))
+
+
+def flash_in_place_sign_flipped(x, cos, sin):
+    """The inverse rotation written into x itself."""
+    x.copy_(flash_apply_rotary_emb_torch(x, cos, -sin))
+
+
+def off_by_one_in_place(x, positions):
+    """Positions shifted by one, written into x itself; x is (batch, seq, heads, d)."""
+    x[...] = np.swapaxes(_rope(np.swapaxes(x, 1, 2), positions + 1), 1, 2)

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> None:
 
 def _run(job: Job, channel: _Channel) -> tuple[str, dict[str, str]]:
     from rope_ref.testing._check import check
-    from rope_ref.testing._conventions import TargetError, spec_keywords
+    from rope_ref.testing._conventions import TargetError, _n_positional, spec_keywords
     from rope_ref.testing._reproducer import reproducer
     from rope_ref.testing._target import UsageError, describe_exception, load_target
     from rope_ref.testing._timeout import set_call_monitor
@@ -80,8 +80,9 @@ def _run(job: Job, channel: _Channel) -> tuple[str, dict[str, str]]:
     if report.counterexample is not None:
         layout: Any = report.layout
         spec = dataclasses.replace(job.config.spec, layout=layout)
+        two_inputs = job.config.calling.convention == "complex" and _n_positional(fn) == 3
         report.reproducer = reproducer(
-            job.target, job.config, spec, report.counterexample, spec_keywords(fn)
+            job.target, job.config, spec, report.counterexample, spec_keywords(fn), two_inputs
         )
     data = base64.b64encode(pickle.dumps(report)).decode("ascii")
     return "report", {"data": data, "token": job.token}

@@ -1,8 +1,10 @@
 """A Python snippet that replays the minimal counterexample of a failed `rope-ref check`.
 
-The snippet rebuilds the inputs exactly as the check drew them (the same generator, seed
-and dtype), calls the target the same way, and ends in `assert_rope_close`, which raises
-the same failure with its diagnosis.
+The snippet rebuilds the inputs exactly as the check drew them (the same generator, seed,
+dtype, array kind and axis order, and for the table conventions the same cos/sin, complex
+or angle tables), calls the target the same way, and ends in `assert_rope_close` on each
+result, which raises the same failure with its diagnosis. It does so for every calling
+convention, with or without ``--in-place``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,15 @@ import numpy as np
 
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._check_cases import CheckConfig
-from rope_ref.testing._conventions import Case, oracle_grid
+from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case, _x_shape
 
 __all__ = ["reproducer"]
+
+_IMPORTS = {
+    "torch": "import torch",
+    "jax": "import jax.numpy as jnp",
+    "mlx": "import mlx.core as mx",
+}
 
 
 def _import_lines(target: str) -> list[str]:
@@ -45,61 +53,129 @@ def _spec_lines(spec: RopeSpec) -> list[str]:
     return lines
 
 
-def _x_shape(case: Case, cfg: CheckConfig) -> tuple[int, ...]:
-    b, s, d = case.batch, case.seq, cfg.spec.head_dim
-    return (b, case.heads, s, d) if cfg.calling.axes == "bhsd" else (b, s, case.heads, d)
+def _kind(calling: Calling) -> str:
+    return "torch" if calling.convention in TORCH_CONVENTIONS else calling.array
+
+
+def _to_array(calling: Calling) -> str:
+    """A lambda that turns float64 NumPy values into the target's array, as the check does."""
+    body = {
+        "numpy": f"v.astype({calling.dtype!r})",
+        "torch": f"torch.from_numpy(v).to(device={calling.device!r}, dtype=torch.{calling.dtype})",
+        "jax": f"jnp.asarray(v).astype(jnp.{calling.dtype})",
+        "mlx": f"mx.array(v.astype(np.float32)).astype(mx.{calling.dtype})",
+    }[_kind(calling)]
+    return f"array = lambda v: {body}"
+
+
+def _positions_arg(case: Case, calling: Calling) -> str:
+    if calling.positions == "offset":
+        return str(int(case.positions[0]))
+    return {
+        "numpy": "positions.copy()",
+        "torch": f"torch.from_numpy(positions.copy()).to({calling.device!r})",
+        "jax": "jnp.asarray(positions)",
+        "mlx": "mx.array(positions)",
+    }[calling.array]
+
+
+def _table_lines(spec: RopeSpec, calling: Calling) -> tuple[list[str], list[str]]:
+    """Lines that build the tables of a table convention, and the call's table arguments."""
+    wide = (
+        "wide = lambda t: np.concatenate([t, t], axis=-1)"
+        if spec.layout == "half"
+        else "wide = lambda t: np.repeat(t, 2, axis=-1)"
+    )
+    tables = "cos, sin = (np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, {}))"
+    rows = "positions if positions.ndim == 2 else positions[None, :]"
+    convention = calling.convention
+    if convention in ("hf", "full"):
+        lines = ["from rope_ref import rope_cos_sin", wide, tables.format(rows)]
+        return lines, ["array(wide(cos))", "array(wide(sin))"]
+    if convention == "cos_sin":
+        return ["from rope_ref import rope_cos_sin", tables.format("positions")], [
+            "array(cos)",
+            "array(sin)",
+        ]
+    to = f"device={calling.device!r}, dtype=torch"
+    if convention == "complex":
+        dtype = "complex128" if calling.dtype == "float64" else "complex64"
+        build = f"freqs_cis = torch.from_numpy(cos + 1j * sin).to({to}.{dtype})"
+        return ["from rope_ref import rope_cos_sin", tables.format("positions"), build], [
+            "freqs_cis"
+        ]
+    dtype = "float64" if calling.dtype == "float64" else "float32"
+    return [
+        "from rope_ref import rope_angles",
+        wide,
+        "angles = np.asarray(rope_angles(spec, positions.astype(np.float64)), dtype=np.float64)",
+        f"freqs = torch.from_numpy(wide(angles)[:, None, None, :]).to({to}.{dtype})",
+    ], ["freqs"]
+
+
+def _grid(case: Case, calling: Calling, spec: RopeSpec) -> str:
+    """The positions laid along the batch and seq axes, as `oracle_grid` lays them."""
+    if np.asarray(case.positions).ndim == (2 if spec.sections is not None else 1):
+        return "positions"
+    return f"np.expand_dims(positions, {1 if calling.axes == 'bhsd' else 2})"
 
 
 def reproducer(
-    target: str, cfg: CheckConfig, spec: RopeSpec, case: Case, keywords: tuple[str, ...] = ()
-) -> list[str] | None:
-    """The lines of a snippet that replays `case`; None for a convention it cannot write.
+    target: str,
+    cfg: CheckConfig,
+    spec: RopeSpec,
+    case: Case,
+    keywords: tuple[str, ...] = (),
+    two_inputs: bool = False,
+) -> list[str]:
+    """The lines of a snippet that replays `case` through the calling convention of `cfg`.
 
-    `keywords` are the spec keywords the target takes (``spec``, ``head_dim``, ...).
+    `keywords` are the spec keywords the target takes (``spec``, ``head_dim``, ...);
+    `two_inputs` says that a ``complex`` target takes ``(xq, xk, freqs_cis)``.
     """
     calling = cfg.calling
-    if calling.convention != "plain" or calling.in_place:
-        return None
-    shape = _x_shape(case, cfg)
-    positions = np.asarray(case.positions).tolist()
-    lines = ["import numpy as np", *_spec_lines(spec), *_import_lines(target)]
-    lines.append(
-        f"x = np.random.default_rng([{case.seed}, 0]).uniform(-1.0, 1.0, {shape})"
-        + (".astype(np.float32)" if calling.array == "mlx" else "")
-    )
-    convert = {
-        "numpy": f"x.astype({calling.dtype!r})",
-        "torch": f"torch.from_numpy(x).to(torch.{calling.dtype})",
-        "jax": f"jnp.asarray(x).astype(jnp.{calling.dtype})",
-        "mlx": f"mx.array(x).astype(mx.{calling.dtype})",
-    }[calling.array]
-    imports = {
-        "torch": "import torch",
-        "jax": "import jax.numpy as jnp",
-        "mlx": "import mlx.core as mx",
-    }
-    if calling.array in imports:
-        lines.insert(0, imports[calling.array])
-    lines.append(f"x = {convert}")
-    if calling.positions == "offset":
-        lines.append(f"positions = {int(case.positions[0])}")
-    else:
-        wrap = {
-            "numpy": "np.array({})",
-            "torch": "torch.tensor({})",
-            "jax": "jnp.asarray(np.array({}))",
-            "mlx": "mx.array(np.array({}))",
-        }[calling.array]
-        lines.append(f"positions = {wrap.format(positions)}")
-    given = "".join(f", {k}=spec" if k == "spec" else f", {k}=spec.{k}" for k in keywords)
-    grid = np.asarray(oracle_grid(case, calling, spec)).tolist()
+    kind = _kind(calling)
+    p = np.asarray(case.positions)
+    d, h = spec.head_dim, case.heads
+    inputs = {"x": _x_shape(case, h, d, calling)}
+    if calling.convention == "hf" or (calling.convention == "complex" and two_inputs):
+        inputs["k"] = _x_shape(case, (h + 1) // 2, d, calling)
+    lines = ["import numpy as np"] + ([_IMPORTS[kind]] if kind in _IMPORTS else [])
+    lines += [*_spec_lines(spec), *_import_lines(target)]
     lines += [
-        f"result = fn(x, positions{given})",
         "from rope_ref.testing import assert_rope_close",
-        f"assert_rope_close(result, x, spec, np.array({grid}), seq_axis={calling.seq_axis}"
-        + (f", angle_dtype={cfg.angle_dtype!r}" if cfg.angle_dtype else "")
+        f"positions = np.array({p.tolist()}, dtype=np.{p.dtype})",
+        f"values = lambda shape, salt: np.random.default_rng([{case.seed}, salt])"
+        ".uniform(-1.0, 1.0, shape)",
+        _to_array(calling),
+    ]
+    args = []
+    for salt, (name, shape) in enumerate(inputs.items()):
+        lines.append(f"{name} = array(values({shape}, {salt}))")
+        args.append(name)
+    if calling.convention == "plain":
+        args.append(_positions_arg(case, calling))
+    else:
+        table_lines, table_args = _table_lines(spec, calling)
+        lines += table_lines
+        args += table_args
+    given = "".join(f", {k}=spec" if k == "spec" else f", {k}=spec.{k}" for k in keywords)
+    call = f"fn({', '.join(args)}{given})"
+    names = list(inputs)
+    if calling.in_place:
+        lines.append(call)
+    elif len(names) == 1:
+        lines.append(f"x = {call}")
+    else:
+        lines.append(f"{', '.join(names)} = {call}")
+    options = (
+        f", seq_axis={calling.seq_axis}"
+        + (f", angle_dtype={cfg.model_angle_dtype!r}" if cfg.model_angle_dtype else "")
         + (f", position_dtype={cfg.position_dtype!r}" if cfg.position_dtype else "")
         + (f", dtype={cfg.result_dtype!r}" if cfg.result_dtype else "")
-        + ")",
-    ]
+    )
+    grid = _grid(case, calling, spec)
+    for salt, (name, shape) in enumerate(inputs.items()):
+        before = f"array(values({shape}, {salt}))"  # the input as it was before the call
+        lines.append(f"assert_rope_close({name}, {before}, spec, {grid}{options})")
     return lines
