@@ -13,6 +13,7 @@ from tests._libraries import driver, require, rows
 
 
 def test_rows_agree_and_mla_reads_interleaved_and_writes_half():
+    require("megatron-core")
     import torch
 
     before = torch.cuda.current_device
