@@ -26,6 +26,33 @@ def test_gptj_rotates_rotary_dim_features_in_pairs():
     assert (spec.head_dim, spec.rotary_dim, spec.layout) == (256, 64, "interleaved")
 
 
+def test_glm4_moe_keeps_an_odd_rotary_dim_as_its_code_does():
+    # modeling_glm4_moe.py: head 4096 // 96 = 42, dim = int(42 * 0.5) = 21, inv_freq =
+    # 1 / base ** (arange(0, 21, 2) / 21): 11 pairs (22 features) at exponents 2j / 21
+    config = {
+        "model_type": "glm4_moe", "hidden_size": 4096, "num_attention_heads": 96,
+        "partial_rotary_factor": 0.5, "rope_theta": 10000.0,
+    }  # fmt: skip
+    spec = rr.RopeSpec.from_hf(config)
+    assert (spec.head_dim, spec.rotary_dim, spec.layout) == (42, 22, "half")
+    expected = [10000.0 ** (-j / 10.5) for j in range(11)]
+    assert spec.freqs == pytest.approx(expected, rel=1e-15)
+    scaled = {**config, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    with pytest.raises(ValueError, match="partial_rotary_factor"):
+        rr.RopeSpec.from_hf(scaled)  # custom freqs take no scaling rule: refused, not dropped
+
+
+def test_qwen3_omni_moe_head_size_is_rounded_down_as_its_code_does():
+    # modeling_qwen3_omni_moe.py: Qwen3OmniMoeThinkerTextAttention head_dim =
+    # hidden_size // num_attention_heads; 2048 // 28 = 73 is odd, so no RoPE fits it
+    config = {"model_type": "qwen3_omni_moe", "hidden_size": 2048, "num_attention_heads": 28}
+    with pytest.raises(ValueError, match="head_dim=73"):
+        rr.RopeSpec.from_hf(config)
+    config["hidden_size"] = 2060  # 2060 // 28 = 73 too: rounded down, not refused for it
+    with pytest.raises(ValueError, match="head_dim=73"):
+        rr.RopeSpec.from_hf(config)
+
+
 def test_gpt_neox_legacy_keys():
     # gpt-neox-20b's config.json: rotary_pct 0.25 of 6144 // 64 = 96 features, base key
     config = {

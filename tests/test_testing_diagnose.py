@@ -274,3 +274,32 @@ def test_a_conformant_result_has_no_diagnosis_and_str_names_the_cause():
     x = _rng_x((3, 8), dtype=np.float32)
     assert diagnose(rr.apply_rope(x, spec), x, spec) is None
     assert str(Diagnosis("offset", "shifted")) == "offset: shifted"
+
+
+def _interleaved_in_half_out(x, p, inv):
+    """A target written here: pairs (2j, 2j + 1) read, rotated, written as [a | b]."""
+    angle = p[:, None] * inv
+    a, b = x[..., 0::2], x[..., 1::2]
+    cos, sin = np.cos(angle), np.sin(angle)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def test_a_wrong_base_written_in_half_order_is_a_frequency_mistake():
+    spec = rr.RopeSpec(64, layout="interleaved", output_layout="half")
+    x, p = _rng_x((2, 3, 16, 64)), np.arange(16) * 37.0
+    inv = 500000.0 ** (-np.arange(0, 64, 2) / 64)
+    d = _diag(_interleaved_in_half_out(x, p, inv), x, spec, p)
+    assert d.cause == "frequencies"
+    assert "500000" in d.message
+
+
+def test_a_wrong_pair_written_in_half_order_is_named_by_its_read_index():
+    # the pairs are compared in the order they are written, not in the read layout's
+    spec = rr.RopeSpec(64, layout="interleaved", output_layout="half")
+    x, p = _rng_x((2, 3, 16, 64)), np.arange(16) * 37.0
+    inv = 10000.0 ** (-np.arange(0, 64, 2) / 64)
+    inv[5] = 0.5
+    d = _diag(_interleaved_in_half_out(x, p, inv), x, spec, p)
+    assert d.cause != "layout"
+    assert "pairs 0-4, 6-31 match" in d.message
+    assert "pairs 5 do not" in d.message

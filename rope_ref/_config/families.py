@@ -36,6 +36,9 @@ class Family:
     size_keys: tuple[tuple[str, str], ...] = ()
     #: HF rounds ``hidden_size // num_attention_heads`` down when they do not divide.
     floor_division: bool = False
+    #: An odd ``int(head_dim * partial_rotary_factor)`` = d is kept, as HF's
+    #: ``arange(0, d, 2) / d`` does: (d + 1) // 2 pairs at ``base ** (-2j / d)``.
+    odd_rotary_dim: bool = False
     #: The rotated features are the last ``rotary_dim`` of the head (``[nope | rope]``).
     rotary_at_end: bool = False
     #: Key holding the number of rotated features (GPT-J's ``rotary_dim``).
@@ -93,8 +96,10 @@ FAMILIES: dict[str, Family] = {
     ),
     "glm4_moe": Family(
         "transformers/models/glm4_moe/modeling_glm4_moe.py: Glm4MoeAttention.head_dim "
-        "(hidden_size // num_attention_heads, rounded down)",
+        "(hidden_size // num_attention_heads, rounded down); "
+        "Glm4MoeRotaryEmbedding.compute_default_rope_parameters (arange(0, dim, 2) / dim)",
         floor_division=True,
+        odd_rotary_dim=True,
     ),
     "helium": Family(
         "transformers/models/helium/modeling_helium.py: rotate_half", layout=_EVERY_TWO
@@ -241,7 +246,13 @@ FAMILIES: dict[str, Family] = {
         sections=(16, 24, 24),
     ),
     **{
-        name: Family(_QWEN3_VL.format(name), sections=sections, section_order="interleaved")
+        name: Family(
+            _QWEN3_VL.format(name),
+            sections=sections,
+            section_order="interleaved",
+            # Qwen3OmniMoeThinkerTextAttention: hidden_size // num_attention_heads.
+            floor_division=name == "qwen3_omni_moe",
+        )
         for name, sections in {
             "qwen3_vl": (24, 20, 20),
             "qwen3_vl_moe": (24, 20, 20),

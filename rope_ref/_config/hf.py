@@ -72,6 +72,10 @@ def spec_from_hf(
             requirement = f"an even number of rotated features of at most head_dim ({head_dim})"
             cfg.fail(family.rotary_dim_key or "", requirement, fixed, ValueError)
         rotary_dim = fixed
+    freqs = None
+    if family.odd_rotary_dim and rotary_dim % 2 and source is not None:
+        freqs = _odd_dim_freqs(rotary_dim, base, scaling, head_dim, params)
+        rotary_dim += 1
     if rotary_dim % 2 or rotary_dim < 2:
         if source is None or rope_type == "proportional":  # the whole head rotates
             msg = (
@@ -110,13 +114,27 @@ def spec_from_hf(
         head_dim,
         rotary_dim=rotary_dim,
         rotary_start=head_dim - rotary_dim if family.rotary_at_end else 0,
-        base=base,
+        base=10000.0 if freqs is not None else base,
         layout=layout,
         output_layout=output_layout,
         scaling=scaling,
+        freqs=freqs,
         sections=sections,
         section_order=section_order,
     )
+
+
+def _odd_dim_freqs(
+    dim: int, base: float, scaling: object, head_dim: int, params: ConfigReader
+) -> tuple[float, ...]:
+    """HF's ``1 / base ** (arange(0, dim, 2) / dim)`` for an odd `dim`, in float64."""
+    if scaling is not None or dim + 1 > head_dim:
+        requirement = (
+            f"an even rotary dimension, or an odd one below head_dim ({head_dim}) with no "
+            "scaling rule"
+        )
+        params.fail("partial_rotary_factor", requirement, dim, ValueError)
+    return tuple(1.0 / base ** (2 * j / dim) for j in range((dim + 1) // 2))
 
 
 def _family(outer: ConfigReader, cfg: ConfigReader) -> tuple[str | None, Family]:

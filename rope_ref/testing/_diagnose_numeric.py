@@ -49,6 +49,7 @@ def oracle_from_angles(s: Setup, angles: F64) -> F64:
             rotary_start=s.spec.rotary_start,
             inverse=s.inverse,
             xp=host_namespace(),
+            output_layout=s.spec.output_layout,
         )
     )
 

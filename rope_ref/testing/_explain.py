@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rope_ref._core.aliases import Layout
 from rope_ref._core.frequencies import attention_factor
 from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec
@@ -114,7 +115,7 @@ def failing_pairs(c: Comparison) -> np.ndarray:
     sl = c.failed[..., spec.rotary_start : spec.rotary_stop].reshape(-1, width)
     per_feature = np.any(sl, axis=0)
     n = spec.n_pairs
-    if spec.layout == "half":
+    if _layouts(c.setup)[1] == "half":  # the failures are of the written features
         return np.asarray(per_feature[:n] | per_feature[n:])
     return np.asarray(per_feature[0::2] | per_feature[1::2])
 
@@ -135,9 +136,17 @@ def pair_angles(s: Setup, y: F64) -> tuple[F64, F64]:
     """Angle that turns each input pair into the pair of `y`, and the pair norms."""
     spec = s.spec
     sl = slice(spec.rotary_start, spec.rotary_stop)
-    a, b = split_pairs(s.x[..., sl], layout=spec.layout)
-    a2, b2 = split_pairs(y[..., sl], layout=spec.layout)
+    read, written = _layouts(s)
+    a, b = split_pairs(s.x[..., sl], layout=read)
+    a2, b2 = split_pairs(y[..., sl], layout=written)
     return np.arctan2(a * b2 - b * a2, a * a2 + b * b2), np.hypot(a, b)
+
+
+def _layouts(s: Setup) -> tuple[Layout, Layout]:
+    """The layouts pairs are read and written in (the inverse reads the written one)."""
+    if s.inverse:
+        return s.spec.written_layout, s.spec.layout
+    return s.spec.layout, s.spec.written_layout
 
 
 def wrap(angle: F64) -> F64:
@@ -150,6 +159,7 @@ def freqs_spec(spec: RopeSpec, freqs: F64) -> RopeSpec:
         rotary_dim=spec.rotary_dim,
         rotary_start=spec.rotary_start,
         layout=spec.layout,
+        output_layout=spec.output_layout,
         freqs=tuple(float(f) for f in freqs),
         sections=spec.sections,
         section_order=spec.section_order,

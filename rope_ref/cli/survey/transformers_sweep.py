@@ -337,9 +337,10 @@ def _case(
             f"{type(err).__name__}: {err}"
         )
         raise NotDrivenError(msg[:240]) from None
-    if spec is None:  # the family's code runs this config; from_hf should read it
-        raise FromHfRefusesError(refusal)
     rng = np.random.default_rng(seed)
+    if spec is None:
+        _check_own_code_runs(apply, table, head_dim, p.shape[0], refusal)
+        raise FromHfRefusesError(refusal)  # the family's code runs it; from_hf should read it
     first = table[0] if isinstance(table, tuple | list) else table
     widths = [] if head_dim is None else [head_dim]
     widths += [w for w in (first.shape[-1], 2 * first.shape[-1]) if w not in widths]
@@ -376,6 +377,25 @@ def _case(
         diagnosis = None if report.ok else f"{report.diagnosis} (from_hf: {_brief(spec)})"
         return label, report.max_ratio, diagnosis
     raise NotDrivenError(f"apply function refuses the inputs: {type(last).__name__}: {last}"[:200])
+
+
+def _check_own_code_runs(
+    apply: Callable[..., Any], table: Any, head_dim: int | None, n: int, refusal: str
+) -> None:
+    """Raise `NotDrivenError` when the family's own apply fails on its attention's head size."""
+    import torch
+
+    if head_dim is None:
+        return
+    x = torch.zeros((BATCH, HEADS, n, head_dim), dtype=torch.float32)
+    try:
+        _quiet(functools.partial(_call_apply, apply, x, table))
+    except Exception as err:
+        msg = (
+            f"the family's own apply function fails on its default config's head size "
+            f"({head_dim}): {type(err).__name__}: {err}; from_hf refuses too: {refusal}"
+        )
+        raise NotDrivenError(msg[:320]) from None
 
 
 def _narrowed(spec: RopeSpec, width: int) -> RopeSpec:
