@@ -132,30 +132,68 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
     run.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the verdict as one JSON object (same exit status)",
+    )
     parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rope_ref.cli.check_json import outcome_json
     from rope_ref.cli.check_options import OptionError
-    from rope_ref.testing._supervise import run_supervised
 
     try:
         cfg = _setup(args)
     except OptionError as err:
-        print(f"rope-ref check: error: {err}")
-        return 2
-    outcome = run_supervised(args.target, cfg)  # the target runs in a child process only
+        return _usage_error(args, str(err))
+    outcome = _run_with_progress(args.target, cfg)
     if outcome.kind == "usage":
-        print(f"rope-ref check: error: {outcome.message}")
-        return 2
+        return _usage_error(args, outcome.message)
+    status = 1 if outcome.report is None else outcome.report.exit_status
+    if args.json:
+        print(outcome_json(args.target, outcome, status))
+        return status
     if outcome.report is None:
         print(f"rope-ref check {args.target}")
         failure = "importing the target raised " if outcome.kind == "import_failed" else ""
         print(f"FAIL: {failure}{outcome.message}")
-        return 1
+        return status
     for line in _report_lines(args, cfg, outcome.report):
         print(line)
-    return outcome.report.exit_status
+    return status
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> int:
+    if args.json:
+        import json
+
+        error = {"target": args.target, "verdict": "usage_error", "error": message}
+        print(json.dumps({**error, "exit_status": 2}))
+    else:
+        print(f"rope-ref check: error: {message}")
+    return 2
+
+
+def _run_with_progress(target: str, cfg: Any) -> Any:
+    """The supervised check (the target runs in a child process only), with progress.
+
+    The bar on stderr counts the calls of the target against the examples asked for;
+    shrinking and the layout probe add calls past them.
+    """
+    from rope_ref.cli.progress import Progress
+    from rope_ref.testing._supervise import run_supervised
+
+    calls = 0
+    with Progress("rope-ref check", total=cfg.examples) as bar:
+
+        def returned() -> None:
+            nonlocal calls
+            calls += 1
+            bar.update(calls, detail=f"{calls} calls")
+
+        return run_supervised(target, cfg, on_return=returned)
 
 
 def _setup(args: argparse.Namespace) -> Any:

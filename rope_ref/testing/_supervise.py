@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -52,8 +53,13 @@ def hard_limit(timeout: float) -> float:
     return 1.5 * timeout + 1.0
 
 
-def run_supervised(target: str, cfg: CheckConfig) -> Outcome:
-    """Check ``MODULE:FUNCTION`` `target` under `cfg` in a child process."""
+def run_supervised(
+    target: str, cfg: CheckConfig, on_return: Callable[[], None] | None = None
+) -> Outcome:
+    """Check ``MODULE:FUNCTION`` `target` under `cfg` in a child process.
+
+    `on_return`, when given, is called each time a call of the target returns (progress).
+    """
     timeout = cfg.calling.timeout or 60.0
     job = Job(target=target, config=cfg, token=secrets.token_hex(16))
     read_fd, write_fd = os.pipe()
@@ -71,7 +77,7 @@ def run_supervised(target: str, cfg: CheckConfig) -> Outcome:
             os.close(write_fd)
         try:
             _send_job(child, job)
-            events, killed = _watch(read_fd, child, hard_limit(timeout))
+            events, killed = _watch(read_fd, child, hard_limit(timeout), on_return)
         except KeyboardInterrupt:  # the user's Ctrl-C: stop the child, no verdict
             _kill(child)
             return Outcome("failed", message="interrupted: no verdict")
@@ -94,7 +100,10 @@ _FINAL = ("usage", "import_failed", "crash", "report")
 
 
 def _watch(
-    fd: int, child: subprocess.Popen[bytes], limit: float
+    fd: int,
+    child: subprocess.Popen[bytes],
+    limit: float,
+    on_return: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Read the child's events until its verdict, the channel's end or its exit.
 
@@ -132,6 +141,8 @@ def _watch(
                 busy_since = time.monotonic()
             elif kind in ("return", "imported"):
                 busy_since = None
+                if kind == "return" and on_return is not None:
+                    on_return()
 
 
 def _parse(line: bytes) -> dict[str, Any]:
