@@ -12,6 +12,7 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, check_actual, compare, setup
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
+from rope_ref.testing._ulps import check_ulps
 
 __all__ = ["assert_rope_close", "describe_worst", "failure_message"]
 
@@ -30,6 +31,7 @@ def assert_rope_close(
     seq_len: float | None = None,
     role: Role | None = None,
     angle_dtype: object = None,
+    max_ulps: float | None = None,
 ) -> RopeReport:
     r"""Assert that `actual` is RoPE of `x` within the error model; diagnose it otherwise.
 
@@ -68,6 +70,11 @@ def assert_rope_close(
         Precision the angles must have. By default float32-grade angles pass for results
         of 32 bits or fewer (what HF and most kernels do); ``"float64"`` is the strict
         mode: float32-grade angles fail with the ``precision`` diagnosis.
+    max_ulps : float, optional
+        Also require every element within this many ulps of the correctly rounded result
+        (``backend="exact"``, needs mpmath; the unit is the spacing of x's dtype at the
+        exact result): ``max_ulps=0`` demands correct rounding, ``max_ulps=1`` faithful
+        rounding.
 
     Returns
     -------
@@ -124,7 +131,10 @@ def assert_rope_close(
     c = compare(actual, s, rtol=rtol, atol=atol, angle_dtype=angle_dtype)
     if not c.ok:
         raise AssertionError(failure_message(c, diagnose(c)))
-    return report_of(c)
+    report = report_of(c)
+    if max_ulps is not None:
+        check_ulps(report, max_ulps)
+    return report
 
 
 def _axis_names(ndim: int, seq_axis: int) -> list[str]:
