@@ -42,8 +42,8 @@ def omegas(ctx: Any, spec: RopeSpec, seq_len: float | None) -> list[Number]:
         base = spec.base
     elif type(rule) is DynamicNTK:
         length = max(rule.max_position if seq_len is None else seq_len, rule.max_position)
-        ratio = 1 + Fraction(rule.factor) * (Fraction(length) - rule.max_position)
-        ratio /= rule.max_position
+        growth = (Fraction(length) - rule.max_position) / rule.max_position
+        ratio = 1 + Fraction(rule.factor) * growth
         return _powers(ctx, spec.base, d, extra=(_number(ctx, ratio), d))
     else:
         return [ctx.mpf(float(w)) for w in inv_freq(spec, seq_len)]

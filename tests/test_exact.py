@@ -308,3 +308,30 @@ def test_exact_refuses_out_and_forms() -> None:
         rr.apply_rope(x, backend="exact", out=np.empty_like(x))
     with pytest.raises(ValueError, match="`form`"):
         rr.apply_rope(x, backend="exact", form="complex")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        rr.scaling.Linear(3.0),
+        rr.scaling.NTKAware(8.0),
+        rr.scaling.DynamicNTK(4.0, max_position=4096),
+        rr.scaling.YaRN(4.0, 4096),
+        rr.scaling.YaRN(4.0, 4096, mscale=1.0, mscale_all_dim=0.5, truncate=False),
+        rr.scaling.Llama3(8.0, original_max_position=8192),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("seq_len", [100.0, 20000.0])
+def test_exact_frequencies_are_the_float64_ones_to_rounding(rule: Any, seq_len: float) -> None:
+    # The formulas in real arithmetic and the float64 code of the rules are independent
+    # implementations: they agree to a few float64 roundings (a wrong formula is off by far more).
+    from rope_ref.backends import exact_frequencies
+
+    spec = rr.RopeSpec(head_dim=64, scaling=rule)
+    ctx = mpmath.MPContext()
+    ctx.prec = 200
+    exact = np.array([float(w) for w in exact_frequencies.omegas(ctx, spec, seq_len)])
+    np.testing.assert_allclose(exact, rr.inv_freq(spec, seq_len), rtol=1e-14, atol=0)
+    factor = float(exact_frequencies.attention_factor(ctx, spec, seq_len))
+    assert factor == pytest.approx(rr.attention_factor(spec, seq_len), rel=1e-15)

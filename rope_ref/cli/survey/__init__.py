@@ -38,6 +38,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--max-position", type=int, default=131071, help="largest position")
     parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument(
+        "--ulps",
+        action="store_true",
+        help="add the worst and median distance from the correctly rounded result, in ulps "
+        "(backend='exact'; needs mpmath)",
+    )
     parser.set_defaults(run=_run)
 
 
@@ -56,6 +62,7 @@ def _run(args: argparse.Namespace) -> int:
         args.max_position,
         only=only,
         progress=None if quiet else lambda text: print(f"  {text}", file=sys.stderr),
+        ulps=args.ulps,
     )
     if args.json:
         print(
@@ -72,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
 def table_lines(rows: list[Any]) -> list[str]:
     """The survey as a text table, with the diagnoses and skip reasons below it."""
     header = ("peer", "settings", "verdict", "error/tol", "angles")
+    header += ("ulps max / median",) if any(r.max_ulps is not None for r in rows) else ()
     body = []
     notes = []
     for row in rows:
@@ -79,7 +87,8 @@ def table_lines(rows: list[Any]) -> list[str]:
         angles = (
             "-" if row.precision is None else (f"{row.precision} ({row.max_angle_error:.1e} rad)")
         )
-        body.append((f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles))
+        line = (f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles)
+        body.append(line + _ulps_cell(row, rows))
         if row.diagnosis is not None:
             notes.append(f"- {row.peer} ({row.settings}): {row.diagnosis}")
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
@@ -89,3 +98,12 @@ def table_lines(rows: list[Any]) -> list[str]:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines + (["", *notes] if notes else [])
+
+
+def _ulps_cell(row: Any, rows: list[Any]) -> tuple[str, ...]:
+    """The ulps column's cell (none when no row measured ulps)."""
+    if not any(r.max_ulps is not None for r in rows):
+        return ()
+    if row.max_ulps is None:
+        return ("-",)
+    return (f"{row.max_ulps:.4g} / {row.median_ulps:.3g}",)
