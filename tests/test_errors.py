@@ -153,7 +153,7 @@ X = np.ones((3, 8))
         (
             lambda: rr.apply_rope(X, backend="triton"),
             ValueError,
-            "`backend` must be one of 'reference', 'numba', 'cupy', 'auto'; got 'triton'.",
+            "`backend` must be one of 'reference', 'numba', 'cupy', 'auto', 'exact'; got 'triton'.",
         ),
         (lambda: rr.apply_rope(X, inverse=1), TypeError, "`inverse` must be True or False"),
         (

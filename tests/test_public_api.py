@@ -42,7 +42,7 @@ def test_backends_package_resolves_through_the_package_dir_mapping():
 def test_reference_backend_is_always_available():
     backends = rr.available_backends()
     assert backends["reference"] is None
-    assert set(backends) == {"reference", "numba", "cupy"}
+    assert set(backends) == {"reference", "numba", "cupy", "exact"}
     for reason in backends.values():
         assert reason is None or isinstance(reason, str)
 

@@ -14,7 +14,7 @@ Form: TypeAlias = Literal["rotate_half", "complex", "matrix"]
 #: How multi-axis pairs are assigned to position axes.
 SectionOrder: TypeAlias = Literal["chunked", "interleaved"]
 #: Names accepted by ``backend=``.
-BackendName: TypeAlias = Literal["reference", "numba", "cupy", "auto"]
+BackendName: TypeAlias = Literal["reference", "numba", "cupy", "auto", "exact"]
 #: Which side of attention an array is, for xPos.
 Role: TypeAlias = Literal["query", "key"]
 

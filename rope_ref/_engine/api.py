@@ -114,12 +114,14 @@ def apply_rope(
         of frequencies.
     form : {"rotate_half", "complex", "matrix"}, default "rotate_half"
         How the reference backend computes the rotation; all three agree to rounding.
-    backend : {"reference", "numba", "cupy", "auto"}, default "reference"
+    backend : {"reference", "numba", "cupy", "auto", "exact"}, default "reference"
         ``"reference"`` rotates in float64 and rounds once. ``"numba"`` takes NumPy
         arrays, PyTorch CPU tensors (autograd and ``torch.compile`` included) and JAX CPU
         arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
         tensors and JAX GPU arrays. ``"auto"`` picks a kernel for those (numba or cupy)
-        when installed and when it takes x's dtype, else the reference.
+        when installed and when it takes x's dtype, else the reference. ``"exact"`` returns
+        the real-number RoPE rounded once to x's dtype (correctly rounded; needs mpmath; see
+        the Precision page).
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -201,6 +203,11 @@ def apply_rope(
     inverse = check_bool("inverse", inverse)
     _check_kernel_options(name, form, out)
     _check_kernel_dtype(name, x, "x")
+    if name == "exact":  # correctly rounded from the positions: no float64 tables
+        return load_backend(name).apply(
+            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
+            seq_len=seq_len, role=role, out=out, xp=xp,
+        )  # fmt: skip
     cos, sin = _tables_for(
         x,
         spec,

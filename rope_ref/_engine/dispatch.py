@@ -17,12 +17,14 @@ _REGISTRY: dict[str, tuple[str, str | None]] = {
     "reference": ("rope_ref._core.reference", None),
     "numba": ("rope_ref.backends.numba_cpu", "numba"),
     "cupy": ("rope_ref.backends.cupy_cuda", "cupy"),
+    "exact": ("rope_ref.backends.exact", "mpmath"),
 }
-BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto")
+BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto", "exact")
 # How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).
 INSTALL_HINTS = {
     "numba": "pip install 'rope-ref[numba]'",
     "cupy": 'pip install "cupy-cuda12x>=14" ml_dtypes (the CuPy wheel for your CUDA)',
+    "exact": "pip install 'rope-ref[exact]'",
 }
 
 # numba's threading layers, by the names NUMBA_THREADING_LAYER takes

@@ -12,6 +12,7 @@ from rope_ref.testing._compare import Comparison, check_actual, compare, setup
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
+from rope_ref.testing._ulps import check_ulps
 
 __all__ = ["assert_rope_close", "describe_worst", "failure_message"]
 
@@ -32,6 +33,7 @@ def assert_rope_close(
     angle_dtype: object = None,
     dtype: object = None,
     position_dtype: object = None,
+    max_ulps: float | None = None,
 ) -> RopeReport:
     r"""Assert that `actual` is RoPE of `x` within the error model; diagnose it otherwise.
 
@@ -79,6 +81,11 @@ def assert_rope_close(
         float32 ``linspace`` of pixel coordinates): the grid may be off by up to
         ``2 * eps * (max |p| + 1)`` at every position, and the tolerance grows by what
         that turns the fastest pair. Default: positions exact as given.
+    max_ulps : float, optional
+        Also require every element within this many ulps of the correctly rounded result
+        (``backend="exact"``, needs mpmath; the unit is the spacing of x's dtype at the
+        exact result): ``max_ulps=0`` demands correct rounding, ``max_ulps=1`` faithful
+        rounding.
 
     Returns
     -------
@@ -145,7 +152,10 @@ def assert_rope_close(
     )
     if not c.ok:
         raise AssertionError(failure_message(c, diagnose(c)))
-    return report_of(c)
+    report = report_of(c)
+    if max_ulps is not None:
+        check_ulps(report, max_ulps)
+    return report
 
 
 def failure_message(c: Comparison, diagnosis: Diagnosis) -> str:

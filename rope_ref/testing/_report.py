@@ -10,7 +10,8 @@ pairs whose norm is at least a tenth of the largest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,9 @@ class RopeReport:
         The error model (or explicit tolerance) used.
     diagnosis : Diagnosis or None
         The likely cause of a mismatch; None when `ok`.
+    max_ulps : float
+        Largest distance from the correctly rounded result, in ulps of that result
+        (``backend="exact"``; computed on first access, needs mpmath).
     """
 
     ok: bool
@@ -64,6 +68,17 @@ class RopeReport:
     max_angle_error: float
     model: str
     diagnosis: Diagnosis | None = None
+    comparison: Comparison | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def max_ulps(self) -> float:
+        """Largest error in ulps of the correctly rounded result (see the class docstring)."""
+        from rope_ref.testing._ulps import ulp_errors
+
+        if self.comparison is None:
+            msg = "`max_ulps` needs the comparison the report was made from; got None."
+            raise ValueError(msg)
+        return float(np.max(ulp_errors(self.comparison), initial=0.0))
 
     def summary(self) -> str:
         """One line: verdict, error, share of the tolerance, precision class."""
@@ -128,6 +143,7 @@ def report_of(c: Comparison) -> RopeReport:
         max_angle_error=max_angle_error(c),
         model=_model_text(c),
         diagnosis=None if c.ok else diagnose(c),
+        comparison=c,
     )
 
 

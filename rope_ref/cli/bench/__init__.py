@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rope_ref.cli.bench.exact import EXACT_PRESETS, run_exact
 from rope_ref.cli.bench.gpu import GPU_PRESETS
 
 __all__ = ["machine_description", "register"]
@@ -46,7 +47,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     bench.add_argument(
         "--preset",
         action="append",
-        choices=sorted([*PRESETS, *GPU_PRESETS]),
+        choices=sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS]),
         help="a named case (repeatable); default: prefill and decode on the CPU",
     )
     bench.add_argument(
@@ -128,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     from rope_ref.cli.progress import Progress
     from rope_ref.cli.tables import table_width
 
+    if set(args.preset or ()) & set(EXACT_PRESETS):  # runs on its own (seconds per call)
+        return run_exact(args)
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
     for name in args.preset or ([] if args.shape or args.sweep else ["prefill", "decode"]):

@@ -58,6 +58,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="instead: drive every RoPE model family of transformers (or those named) through "
         "its own rotary module and apply function, and compare with RopeSpec.from_hf",
     )
+    parser.add_argument(
+        "--ulps",
+        action="store_true",
+        help="add the worst and median distance from the correctly rounded result, in ulps "
+        "(backend='exact'; needs mpmath)",
+    )
     parser.set_defaults(run=_run)
 
 
@@ -90,7 +96,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     only = None if args.only is None else tuple(args.only)
     with Progress("rope-ref survey", total=None) as bar:
-        rows = survey(args.max_position, only=only, progress=lambda text: bar.advance(detail=text))
+        rows = survey(
+            args.max_position,
+            only=only,
+            progress=lambda text: bar.advance(detail=text),
+            ulps=args.ulps,
+        )
     if args.json:
         print(
             json.dumps(
@@ -114,6 +125,8 @@ def table_lines(rows: list[Any], *, width: int | None = None) -> list[str]:
         Column("error/tol", "right"),
         Column("angles", wrap=True),
     ]
+    if any(r.max_ulps is not None for r in rows):
+        columns.append(Column("ulps max / median", "right"))
     body = []
     notes = []
     for row in rows:
@@ -121,7 +134,17 @@ def table_lines(rows: list[Any], *, width: int | None = None) -> list[str]:
         angles = (
             "-" if row.precision is None else (f"{row.precision} ({row.max_angle_error:.1e} rad)")
         )
-        body.append((f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles))
+        line = (f"{row.peer} {row.version}".strip(), row.settings, row.verdict, ratio, angles)
+        body.append(line + _ulps_cell(row, rows))
         if row.diagnosis is not None:
             notes.append(f"- {row.peer} ({row.settings}): {row.diagnosis}")
     return format_table(columns, body, width=width) + (["", *notes] if notes else [])
+
+
+def _ulps_cell(row: Any, rows: list[Any]) -> tuple[str, ...]:
+    """The ulps column's cell (none when no row measured ulps)."""
+    if not any(r.max_ulps is not None for r in rows):
+        return ()
+    if row.max_ulps is None:
+        return ("-",)
+    return (f"{row.max_ulps:.4g} / {row.median_ulps:.3g}",)

@@ -42,6 +42,8 @@ class Row:
     precision: str | None = None
     max_angle_error: float | None = None
     diagnosis: str | None = None
+    max_ulps: float | None = None  # with ulps=True: distance from the correctly rounded result
+    median_ulps: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The row as JSON-ready values."""
@@ -88,9 +90,10 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
     return reports
 
 
-def _row(group: Group, version: str, entry: Entry, max_position: int) -> Row:
+def _row(group: Group, version: str, entry: Entry, max_position: int, *, ulps: bool = False) -> Row:
     try:
         reports = check_entry(entry, max_position)
+        errors = _ulps(reports) if ulps else None
     except InexpressibleError as why:
         row = (group.package, version, entry.peer, entry.settings, "skipped")
         return Row(*row, diagnosis=str(why))
@@ -115,7 +118,16 @@ def _row(group: Group, version: str, entry: Entry, max_position: int) -> Row:
         precision=PRECISION_CLASSES[grade],
         max_angle_error=max(r.max_angle_error for r in reports),
         diagnosis=None if worst.diagnosis is None else str(worst.diagnosis),
+        max_ulps=None if errors is None else float(np.max(errors, initial=0.0)),
+        median_ulps=None if errors is None else float(np.median(errors)),
     )
+
+
+def _ulps(reports: list[RopeReport]) -> np.ndarray:
+    """Every element's distance from the correctly rounded result, in ulps."""
+    from rope_ref.testing._ulps import ulp_errors
+
+    return np.concatenate([ulp_errors(r.comparison).ravel() for r in reports if r.comparison])
 
 
 def _version(package: str) -> str:
@@ -130,6 +142,7 @@ def survey(
     *,
     only: tuple[str, ...] | None = None,
     progress: Callable[[str], None] | None = None,
+    ulps: bool = False,
 ) -> list[Row]:
     """Drive every installed peer through the oracle; one `Row` per entry (or skipped group)."""
     rows: list[Row] = []
@@ -160,5 +173,5 @@ def survey(
         for entry in entries:
             if progress is not None:
                 progress(f"{entry.peer} ({entry.settings})")
-            rows.append(_row(group, version, entry, max_position))
+            rows.append(_row(group, version, entry, max_position, ulps=ulps))
     return rows
