@@ -154,7 +154,7 @@ def assert_rope_close(
         raise AssertionError(failure_message(c, diagnose(c)))
     report = report_of(c)
     if max_ulps is not None:
-        check_ulps(report, max_ulps)
+        check_ulps(c, max_ulps)
     return report
 
 

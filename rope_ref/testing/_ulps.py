@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,9 +17,6 @@ from rope_ref._core.validation import check_real
 from rope_ref._engine.api import apply_rope
 from rope_ref.testing._compare import Comparison, Setup
 from rope_ref.testing._tolerance import host64
-
-if TYPE_CHECKING:
-    from rope_ref.testing._report import RopeReport
 
 __all__ = ["check_ulps", "correctly_rounded", "ulp_errors"]
 
@@ -69,15 +65,13 @@ def _in_dtype(x64: F64, name: str) -> NDArray[np.generic]:
     return x64.astype(name)
 
 
-def check_ulps(report: RopeReport, max_ulps: object) -> None:
-    """AssertionError when the report's result is more than `max_ulps` ulps off anywhere."""
+def check_ulps(c: Comparison, max_ulps: object) -> None:
+    """AssertionError when the compared result is more than `max_ulps` ulps off anywhere."""
     __tracebackhide__ = True
     bound = check_real("max_ulps", max_ulps)
     if bound < 0:
         msg = f"`max_ulps` must be >= 0; got {bound!r}."
         raise ValueError(msg)
-    c = report.comparison
-    assert c is not None
     errors = ulp_errors(c)
     if bool(np.all(errors <= bound)):
         return
