@@ -97,3 +97,24 @@ def test_numba_kernel_ulp_bounds() -> None:
     exact = rr.apply_rope(x32, SPEC, POSITIONS, backend="exact")
     y32 = rr.apply_rope(x32, SPEC, POSITIONS, backend="numba")
     assert _pair_norm_ulps(y32, exact, x32, 2.0**-24) <= 2.0
+
+
+def test_survey_ulps_column() -> None:
+    pytest.importorskip("torchtune")
+    from rope_ref.cli.survey import table_lines
+    from rope_ref.cli.survey.run import survey
+
+    rows = [r for r in survey(64, only=("torchtune",), ulps=True) if r.verdict != "skipped"]
+    assert rows
+    for row in rows:
+        assert row.max_ulps is not None
+        assert row.median_ulps is not None
+        # float32 angles at positions <= 64 are off by ~64 * 2**-24 rad: a few ulps of a
+        # typical result, and at least one element somewhere is not correctly rounded
+        assert 0 <= row.median_ulps <= 4 < row.max_ulps
+    text = "\n".join(table_lines(rows))
+    assert "ulps max / median" in text
+    assert f"{rows[0].max_ulps:.4g} / {rows[0].median_ulps:.3g}" in text
+    plain = survey(64, only=("torchtune",))
+    assert all(r.max_ulps is None for r in plain)
+    assert "ulps max" not in "\n".join(table_lines(plain))
