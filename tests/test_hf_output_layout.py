@@ -95,6 +95,16 @@ def test_numba_bfloat16(inverse: bool, in_place: bool) -> None:
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=0, atol=2.0**-8 * 4)
 
 
+@pytest.mark.parametrize("inverse", [False, True])
+def test_exact_backend(inverse: bool) -> None:
+    pytest.importorskip("mpmath")
+    x, p = _inputs(np.float32)
+    y = rr.apply_rope(x, SPEC, p, inverse=inverse, backend="exact")
+    # correctly rounded float32 of the formula: within half an ulp of |y| plus float64 slack
+    expected = _expected(x.astype(np.float64), p, inverse=inverse)
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=2.0**-24, atol=1e-12)
+
+
 def test_cuda_kernel_host_emulation() -> None:
     from tests.cuda_host import emulation
 
