@@ -101,12 +101,15 @@ def apply(
     problem = _Problem(spec, grid, seq_len, role, inverse)
     host = _host(x)
     stop = spec.rotary_start + 2 * spec.n_pairs
-    a, b = split_pairs(host[..., spec.rotary_start : stop].astype(np.float64), layout=spec.layout)
+    read, written = spec.layout, spec.output_layout or spec.layout
+    if inverse:  # the inverse reads what the forward rotation wrote
+        read, written = written, read
+    a, b = split_pairs(host[..., spec.rotary_start : stop].astype(np.float64), layout=read)
     shape = a.shape
     rows = np.broadcast_to(problem.row_of_grid, shape[:-1])[..., None]
     first = problem.rotate(a, b, rows, fmt, member=0)
     second = problem.rotate(b, -a, rows, fmt, member=1)
-    rotated = join_pairs(first, second, layout=spec.layout, xp=np)
+    rotated = join_pairs(first, second, layout=written, xp=np)
     result = host.copy()
     result[..., spec.rotary_start : stop] = rotated.astype(host.dtype)
     return _back(result, x, xp)
