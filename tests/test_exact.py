@@ -336,3 +336,21 @@ def test_exact_frequencies_are_the_float64_ones_to_rounding(rule: Any, seq_len: 
     np.testing.assert_allclose(exact, rr.inv_freq(spec, seq_len), rtol=1e-14, atol=0)
     factor = float(exact_frequencies.attention_factor(ctx, spec, seq_len))
     assert factor == pytest.approx(rr.attention_factor(spec, seq_len), rel=1e-15)
+
+
+def _interleaved_to_half(y: np.ndarray) -> np.ndarray:
+    """Pairs (0, 1), (2, 3), ... rewritten as first members, then second members."""
+    return np.concatenate([y[..., 0::2], y[..., 1::2]], axis=-1)
+
+
+def test_output_layout_writes_the_pairs_in_the_other_order() -> None:
+    written = rr.RopeSpec(32, layout="interleaved", output_layout="half")
+    plain = rr.RopeSpec(32, layout="interleaved")
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 5, 32)).astype(np.float32)
+    positions = np.array([0, 1, 70000, 123456, 2**40])
+    kw: dict[str, Any] = {"seq_axis": -2, "backend": "exact"}
+    forward = rr.apply_rope(x, written, positions, **kw)
+    expected = _interleaved_to_half(rr.apply_rope(x, plain, positions, **kw))
+    np.testing.assert_array_equal(forward, expected)
+    back = rr.apply_rope(_interleaved_to_half(x), written, positions, inverse=True, **kw)
+    np.testing.assert_array_equal(back, rr.apply_rope(x, plain, positions, inverse=True, **kw))

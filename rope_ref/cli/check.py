@@ -129,6 +129,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="the target builds its own position grid in this dtype (a float32 linspace): "
         "allow the rounding that gives (default: positions exact as given)",
     )
+    run.add_argument(
+        "--max-ulps",
+        type=float,
+        default=None,
+        metavar="N",
+        help="also require the probe's results within N ulps of the correctly rounded RoPE "
+        "(needs mpmath)",
+    )
     run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
     run.add_argument("--seed", type=int, default=0, help="Hypothesis seed (0)")
@@ -223,6 +231,7 @@ def _setup(args: argparse.Namespace) -> Any:
         angle_dtype=args.angle_dtype,
         position_dtype=args.position_dtype,
         result_dtype=args.result_dtype,
+        max_ulps=args.max_ulps,
     )
 
 
@@ -273,6 +282,7 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
             f"OK: conformant on {report.examples} examples{with_layout}",
             f"  measured error: max |error| {report.max_error:.3g}, at most "
             f"{report.max_ratio:.3g} of the tolerance",
+            *_ulps_lines(report),
             precision,
             f"  error model: {report.model}",
         ]
@@ -298,3 +308,9 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         lines.append("  reproduce it (paste into Python, from the directory you ran this in):")
         lines += [f"    {line}" for line in report.reproducer]
     return lines
+
+
+def _ulps_lines(report: Any) -> list[str]:
+    if report.max_ulps is None:
+        return []
+    return [f"  errors in ulps: at most {report.max_ulps:.3g} on the probe"]

@@ -14,7 +14,8 @@ def outcome_json(target: str, outcome: Any, exit_status: int) -> str:
     Keys: ``target``, ``verdict`` (``conformant``, ``mismatch``, ``error``,
     ``not_checkable``, or the supervisor's failure kind when there is no report),
     ``exit_status``, and with a report ``examples``, ``layout``, ``max_error``,
-    ``max_tolerance_share``, ``precision``, ``max_angle_error``, ``checkable_to``,
+    ``max_tolerance_share``, ``max_ulps`` (null without ``--max-ulps``), ``precision``,
+    ``max_angle_error``, ``checkable_to``,
     ``cause`` and ``diagnosis`` (or null), ``counterexample``, ``worst``, ``error``,
     ``details`` and ``reproducer`` (the Python text, or null).
 
@@ -39,6 +40,7 @@ def outcome_json(target: str, outcome: Any, exit_status: int) -> str:
             "layout": report.layout,
             "max_error": report.max_error,
             "max_tolerance_share": report.max_ratio,
+            "max_ulps": report.max_ulps,
             "precision": report.precision,
             "max_angle_error": report.max_angle_error,
             "checkable_to": report.checkable_to,

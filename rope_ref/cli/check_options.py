@@ -71,6 +71,11 @@ def check_options(args: argparse.Namespace) -> None:
     factor = args.attention_factor
     if factor is not None and not (math.isfinite(factor) and factor > 0):
         fail(f"--attention-factor must be positive; got {factor}.")
+    bound = args.max_ulps
+    if bound is not None and not (math.isfinite(bound) and bound >= 0):
+        fail(f"--max-ulps must be a number of ulps >= 0; got {bound}.")
+    if bound is not None and importlib.util.find_spec("mpmath") is None:
+        fail("--max-ulps needs mpmath: pip install mpmath")
     if not -(2**63) <= args.seed < 2**63:
         fail(f"--seed must fit in 64 bits; got {args.seed}.")
 

@@ -81,6 +81,7 @@ class Report:
     details: list[str] = field(default_factory=list)
     checkable_to: int | None = None  # largest checkable position, when less than asked
     reproducer: list[str] | None = None  # Python lines that replay the counterexample
+    max_ulps: float | None = None  # largest ulp error on the probe (with --max-ulps)
 
     @property
     def exit_status(self) -> int:
@@ -355,6 +356,8 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         max_angle_error=stats.max_angle_error,
         model=model,
     )
+    if cfg.max_ulps is not None:
+        check_probe_ulps(fn, cfg, spec, report)
     if found is None:
         return report
     report.counterexample = found.case
@@ -371,3 +374,25 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         except Exception as err:  # the probes call the checked code again
             report.details.append(f"no diagnosis: {describe_exception(err)}")
     return report
+
+
+def check_probe_ulps(
+    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, report: Report
+) -> None:
+    """Measure the probe case's errors in ulps; a result over ``cfg.max_ulps`` is a mismatch."""
+    from rope_ref.testing._ulps import check_ulps, ulp_errors
+
+    case = probe_case(cfg)
+    ev = evaluate(fn, cfg, spec, case)
+    if not ev.comparisons:
+        return  # the call failed: the search reports that
+    report.max_ulps = max(float(np.max(ulp_errors(c), initial=0.0)) for _, c in ev.comparisons)
+    for label, c in ev.comparisons:
+        try:
+            check_ulps(c, cfg.max_ulps)
+        except AssertionError as err:
+            if report.status == "conformant":
+                report.status = "mismatch"
+                report.counterexample = case
+                report.worst = f"{label}: {err}"
+            return
