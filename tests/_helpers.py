@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -40,3 +41,17 @@ def exact_round(value: float, name: str) -> float:
     largest = (2 - Fraction(2) ** -bits) * Fraction(2) ** max_exponent
     result = math.inf if rounded > largest else float(rounded)
     return math.copysign(result, value)
+
+
+#: The repository root: `rope-ref check` imports `tests.check_targets` from there.
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_check(capsys, *argv: str) -> tuple[int, str]:
+    """`rope-ref check ARGV` on a few plain-convention examples: exit status and stdout."""
+    from rope_ref.cli import main
+
+    status = main(["check", *argv, "--convention", "plain", "--examples", "10"])
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    return status, out

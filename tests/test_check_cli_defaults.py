@@ -4,15 +4,11 @@ past the positions the dtype can check."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from rope_ref.cli import main
+from tests._helpers import REPO, run_check
 
-REPO = Path(__file__).resolve().parent.parent
 TARGETS = "tests.check_targets"
-FAST = ["--convention", "plain", "--examples", "10"]
 
 
 @pytest.fixture(autouse=True)
@@ -20,11 +16,7 @@ def _repo_cwd(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
-def _check(capsys, *argv):
-    status = main(["check", *argv, *FAST])
-    out = capsys.readouterr().out
-    assert "Traceback" not in out
-    return status, out
+_check = run_check
 
 
 def test_an_interleaved_function_fails_the_default_half_spec(capsys):

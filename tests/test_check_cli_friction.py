@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from rope_ref.cli import main
+from tests._helpers import REPO, run_check
 
-REPO = Path(__file__).resolve().parent.parent
 TARGETS = "tests.check_targets"
-FAST = ["--convention", "plain", "--examples", "10"]
 
 
 @pytest.fixture(autouse=True)
@@ -21,11 +19,7 @@ def _repo_cwd(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
-def _check(capsys, *argv):
-    status = main(["check", *argv, *FAST])
-    out = capsys.readouterr().out
-    assert "Traceback" not in out
-    return status, out
+_check = run_check
 
 
 def _snippet(out: str) -> str:
