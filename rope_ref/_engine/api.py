@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Hashable
 from types import ModuleType
 
@@ -669,10 +667,20 @@ def _cuda_backend(backend: object) -> bool:
     return type(backend) is str and backend in ("cupy", "auto")
 
 
-@functools.cache
 def _cuda_call() -> ModuleType:
-    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy)."""
-    return importlib.import_module("rope_ref.backends.cuda_call")
+    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy).
+
+    Kept in `_CUDA_CALL` rather than by `functools.cache` and `importlib`, which
+    ``torch.compile`` cannot trace.
+    """
+    if not _CUDA_CALL:
+        from rope_ref.backends import cuda_call  # type: ignore[import-not-found,unused-ignore]
+
+        _CUDA_CALL.append(cuda_call)
+    return _CUDA_CALL[0]
+
+
+_CUDA_CALL: list[ModuleType] = []
 
 
 def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
