@@ -81,10 +81,13 @@ def apply(
     out: Any,
 ) -> Any | None:
     """`apply_rope` of one CUDA array by the kernel, or None to take the general path."""
+    if compiling():  # torch.compile traces the call: the custom operator, or the general path
+        return _torch_operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
+                                              seq_len, out)  # fmt: skip
     arrays = arrays_for(x)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and (records_grad(x) or compiling()):  # autograd, torch.compile
+    if arrays.kind == "torch" and records_grad(x):  # autograd: the custom operator
         return _torch_operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
                                              seq_len, out)  # fmt: skip
     if out is not None and type(out) is not type(x):
@@ -114,10 +117,14 @@ def apply_qk(
     seq_len: object,
 ) -> tuple[Any, Any] | None:
     """`apply_rope_qk` of two CUDA arrays in one launch, or None to take the general path."""
+    if compiling():  # torch.compile traces the call: the custom operator, or the general path
+        return _torch_operators().traced_qk_cuda(  # type: ignore[no-any-return]
+            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+        )
     arrays = arrays_for(q)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and (records_grad(q) or records_grad(k) or compiling()):
+    if arrays.kind == "torch" and (records_grad(q) or records_grad(k)):  # autograd
         return _torch_operators().apply_qk_cuda(  # type: ignore[no-any-return]
             q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
         )

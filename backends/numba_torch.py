@@ -25,10 +25,11 @@ import torch
 
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
+from rope_ref._engine.dispatch import available_backends
 
 from . import cuda_torch
 
-__all__ = ["apply", "apply_cuda", "apply_qk", "apply_qk_cuda"]
+__all__ = ["apply", "apply_cuda", "apply_qk", "apply_qk_cuda", "traced_cuda", "traced_qk_cuda"]
 
 #: Spec (or None: the default for x's head_dim) -> key, and key -> spec.
 _specs: dict[RopeSpec | None, int] = {}
@@ -125,6 +126,49 @@ def apply_qk(
 
 def _offset(offset: int, float_offset: float | None) -> int | float:
     return offset if float_offset is None else float_offset
+
+
+def traced_cuda(
+    x: Any,
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    out: Any,
+) -> torch.Tensor | None:
+    """`apply_cuda` of a call that ``torch.compile`` traces, when the CUDA kernel takes `x`.
+
+    Decided without the CUDA kernel's adapters (which tracing cannot run): a tensor on a
+    device `_cuda_kernel_takes`. None: the general path.
+    """
+    if not (isinstance(x, torch.Tensor) and _cuda_kernel_takes(x.device.type)):
+        return None
+    return apply_cuda(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+
+
+def traced_qk_cuda(
+    q: Any,
+    k: Any,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`apply_qk_cuda` of a traced call, as `traced_cuda` decides."""
+    if not (isinstance(q, torch.Tensor) and _cuda_kernel_takes(q.device.type)):
+        return None
+    return apply_qk_cuda(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len)
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
+def _cuda_kernel_takes(device_type: str) -> bool:
+    """Whether the CUDA kernel serves tensors on `device_type`: CUDA, with CuPy installed."""
+    return device_type == "cuda" and available_backends()["cupy"] is None
 
 
 def apply_cuda(

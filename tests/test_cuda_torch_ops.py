@@ -114,8 +114,10 @@ def device(harness):
 
 
 @pytest.fixture
-def cuda_kernels_on_cpu(device):
-    """The operators' CUDA kernels serve CPU tensors (the stand-ins) for one test."""
+def cuda_kernels_on_cpu(device, monkeypatch):
+    """The operators' CUDA kernels serve CPU tensors (the stand-ins) for one test, and a
+    traced call takes them as the CUDA kernel's."""
+    monkeypatch.setattr(numba_torch, "_cuda_kernel_takes", lambda device_type: True)
     ops = ((numba_torch._apply_rope, numba_torch._apply_rope_cpu, numba_torch._apply_rope_cuda),
            (numba_torch._apply_rope_qk, numba_torch._apply_rope_qk_cpu,
             numba_torch._apply_rope_qk_cuda))  # fmt: skip
@@ -315,6 +317,13 @@ def test_a_compiled_step_traces_the_operators_and_equals_eager(cuda_kernels_on_c
     assert len(cuda_kernels_on_cpu.launches) == 2 * launched  # the kernel, not a traced copy
     for a, b in zip(got, eager, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_traced_call_is_the_operators_only_for_cuda_tensors_with_cupy_installed():
+    cupy_here = rr.available_backends()["cupy"] is None
+    assert numba_torch._cuda_kernel_takes("cuda") is cupy_here
+    assert numba_torch._cuda_kernel_takes("cpu") is False
+    assert numba_torch.traced_cuda(np.zeros((2, 64)), HALF, None, 0, -2, False, None, None) is None
 
 
 # ---- fake CUDA tensors ------------------------------------------------------------------------
