@@ -270,7 +270,12 @@ def test_torch_compile_rows_of_sizes_eager_runs_on_one_thread_compile_for_one(mo
     from rope_ref.cli.bench.rows import Case
 
     seen: list[dict] = []
-    monkeypatch.setattr(torch, "compile", lambda fn, **options: seen.append(options) or fn)
+
+    def compile_(fn, **options):
+        seen.append(options)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile_)
     x = np.zeros((1, 1, 32, 128), np.float32)
     for shape, one_thread in (((1, 1, 32, 128), True), ((1, 4096, 32, 128), False)):
         rows = {i.name: i for i in cpu.implementations(Case(shape, "float32"))}
