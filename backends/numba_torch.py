@@ -70,15 +70,12 @@ def _scalars(offset: Any, seq_axis: Any, inverse: Any, seq_len: Any) -> tuple[An
 
 
 def _positions(positions: Any, x: torch.Tensor) -> tuple[bool, torch.Tensor | None]:
-    """``(usable, positions)``: None, or a tensor on the CPU or on x's device (else unusable)."""
+    """``(usable, positions)``: None, or a tensor on x's device (else unusable)."""
     if positions is None:
         return True, None
-    if isinstance(positions, torch.Tensor) and positions.device in (_CPU, x.device):
+    if isinstance(positions, torch.Tensor) and positions.device == x.device:
         return True, positions
     return False, None
-
-
-_CPU = torch.device("cpu")
 
 
 def apply(
