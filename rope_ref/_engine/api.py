@@ -116,8 +116,9 @@ def apply_rope(
         ``"reference"`` rotates in float64 and rounds once. ``"numba"`` takes NumPy
         arrays, PyTorch CPU tensors (autograd and ``torch.compile`` included) and JAX CPU
         arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
-        tensors and JAX GPU arrays. ``"auto"`` picks a kernel for those (numba or cupy)
-        when installed and when it takes x's dtype, else the reference. ``"exact"`` returns
+        tensors (autograd and ``torch.compile`` included) and JAX GPU arrays. ``"auto"``
+        picks a kernel for those (numba or cupy) when installed and when it takes x's
+        dtype, else the reference. ``"exact"`` returns
         the real-number RoPE rounded once to x's dtype (correctly rounded; needs mpmath; see
         the Precision page).
     out : array, optional
@@ -707,7 +708,8 @@ def _resolve_backend(backend: str, x: Array) -> str:
     byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
     `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
-    a CUDA tensor that records gradients, never: the CUDA kernel is not differentiable);
+    a CUDA tensor that records gradients, never: such calls reach the CUDA kernel before,
+    through its custom operator, and those it does not take are the reference's);
     otherwise the reference.
     """
     if backend != "auto":
