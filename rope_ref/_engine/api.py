@@ -118,9 +118,8 @@ def apply_rope(
         arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
         tensors (autograd and ``torch.compile`` included) and JAX GPU arrays. ``"auto"``
         picks a kernel for those (numba or cupy) when installed and when it takes x's
-        dtype, else the reference. ``"exact"`` returns
-        the real-number RoPE rounded once to x's dtype (correctly rounded; needs mpmath; see
-        the Precision page).
+        dtype, else the reference. ``"exact"`` returns the real-number RoPE rounded once
+        to x's dtype (correctly rounded; needs mpmath; see the Precision page).
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
