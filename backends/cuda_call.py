@@ -36,12 +36,15 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Hashable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from rope_ref._core.compat import records_grad
 from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.cpu_arrays import compiling
 
 from .cuda_arrays import Arrays, arrays_for
 from .cuda_capture import reason, refuse
@@ -78,9 +81,15 @@ def apply(
     out: Any,
 ) -> Any | None:
     """`apply_rope` of one CUDA array by the kernel, or None to take the general path."""
+    if compiling():  # torch.compile traces the call: the custom operator, or the general path
+        return _torch_operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
+                                              seq_len, out)  # fmt: skip
     arrays = arrays_for(x)
     if arrays is None:
         return None
+    if arrays.kind == "torch" and records_grad(x):  # autograd: the custom operator
+        return _torch_operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
+                                             seq_len, out)  # fmt: skip
     if out is not None and type(out) is not type(x):
         refuse(arrays, x, "its `out` is not an array of x's kind")
         return None
@@ -108,9 +117,17 @@ def apply_qk(
     seq_len: object,
 ) -> tuple[Any, Any] | None:
     """`apply_rope_qk` of two CUDA arrays in one launch, or None to take the general path."""
+    if compiling():  # torch.compile traces the call: the custom operator, or the general path
+        return _torch_operators().traced_qk_cuda(  # type: ignore[no-any-return]
+            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+        )
     arrays = arrays_for(q)
     if arrays is None:
         return None
+    if arrays.kind == "torch" and (records_grad(q) or records_grad(k)):  # autograd
+        return _torch_operators().apply_qk_cuda(  # type: ignore[no-any-return]
+            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
+        )
     if type(k) is not type(q) or (positions is None and k_positions is not None):
         refuse(arrays, q, "`k` is not of q's kind, or `k_positions` come without `positions`")
         return None
@@ -140,6 +157,13 @@ def decline(x: Any) -> None:
     arrays = arrays_for(x)
     if arrays is not None:
         refuse(arrays, x, "a `role` or a `form` other than 'rotate_half' needs host work")
+
+
+def _torch_operators() -> ModuleType:
+    """`rope_ref.backends.numba_torch`, the custom operators (imports torch: on first use)."""
+    from . import numba_torch
+
+    return numba_torch
 
 
 def clear() -> None:

@@ -1,13 +1,14 @@
-"""PyTorch custom operators for the Numba kernel: autograd and ``torch.compile``.
+"""PyTorch custom operators for the kernels: autograd and ``torch.compile``.
 
 ``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the Numba kernel on NumPy views of
-CPU tensors (`rope_ref._engine.cpu_arrays`). Each has a fake implementation (an output
-like its input, for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the
-gradient of ``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the
-same positions, by the same operator (with an attention factor or xPos scale ``a``,
-``(aR)^T = aR^T`` is what ``inverse=True`` applies). `torch.compile` therefore sees one
-opaque operator per call and no graph break, and compiled calls run the eager kernel,
-bit for bit.
+CPU tensors (`rope_ref._engine.cpu_arrays`) and the CUDA kernel on CUDA tensors
+(`rope_ref.backends.cuda_torch`). Each has a fake implementation (an output like its input,
+for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the gradient of
+``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the same
+positions, by the same operator on the gradient's device (with an attention factor or
+xPos scale ``a``, ``(aR)^T = aR^T`` is what ``inverse=True`` applies). `torch.compile`
+therefore sees one opaque operator per call and no graph break, and compiled calls run the
+eager kernel, bit for bit.
 
 A spec is not a tensor nor a number, so the operators take a key into `_specs`, which
 maps each distinct spec (by value) to a small integer for the life of the process;
@@ -24,8 +25,11 @@ import torch
 
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
+from rope_ref._engine.dispatch import available_backends
 
-__all__ = ["apply", "apply_qk"]
+from . import cuda_torch
+
+__all__ = ["apply", "apply_cuda", "apply_qk", "apply_qk_cuda", "traced_cuda", "traced_qk_cuda"]
 
 #: Spec (or None: the default for x's head_dim) -> key, and key -> spec.
 _specs: dict[RopeSpec | None, int] = {}
@@ -65,11 +69,11 @@ def _scalars(offset: Any, seq_axis: Any, inverse: Any, seq_len: Any) -> tuple[An
     return None
 
 
-def _positions(positions: Any) -> tuple[bool, torch.Tensor | None]:
-    """``(usable, positions)``: None, or a CPU tensor; other positions are not for here."""
+def _positions(positions: Any, x: torch.Tensor) -> tuple[bool, torch.Tensor | None]:
+    """``(usable, positions)``: None, or a tensor on x's device (else unusable)."""
     if positions is None:
         return True, None
-    if isinstance(positions, torch.Tensor) and positions.device.type == "cpu":
+    if isinstance(positions, torch.Tensor) and positions.device == x.device:
         return True, positions
     return False, None
 
@@ -88,7 +92,7 @@ def apply(
 ) -> torch.Tensor | None:
     """``rope_ref::apply_rope`` of tensor `x`; None when an argument is not for the op."""
     key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
-    usable, p = _positions(positions)
+    usable, p = _positions(positions, x)
     if key is None or scalars is None or not usable or role not in (None, "query", "key"):
         return None
     result: torch.Tensor = torch.ops.rope_ref.apply_rope(x, p, key, *scalars, role)
@@ -109,8 +113,8 @@ def apply_qk(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``rope_ref::apply_rope_qk`` of tensors `q` and `k`; None when not for the op."""
     key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
-    usable, p = _positions(positions)
-    k_usable, kp = _positions(k_positions)
+    usable, p = _positions(positions, q)
+    k_usable, kp = _positions(k_positions, k)
     if key is None or scalars is None or not (usable and k_usable):
         return None
     q_rot, k_rot = torch.ops.rope_ref.apply_rope_qk(q, k, p, kp, key, *scalars)
@@ -121,8 +125,101 @@ def _offset(offset: int, float_offset: float | None) -> int | float:
     return offset if float_offset is None else float_offset
 
 
-@torch.library.custom_op("rope_ref::apply_rope", mutates_args=(), device_types="cpu")
-def _apply_rope(
+def traced_cuda(
+    x: Any,
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    out: Any,
+) -> torch.Tensor | None:
+    """`apply_cuda` of a call that ``torch.compile`` traces, when the CUDA kernel takes `x`.
+
+    Decided without the CUDA kernel's adapters (which tracing cannot run): a tensor on a
+    device `_cuda_kernel_takes`. None: the general path.
+    """
+    if not (isinstance(x, torch.Tensor) and _cuda_kernel_takes(x.device.type)):
+        return None
+    return apply_cuda(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+
+
+def traced_qk_cuda(
+    q: Any,
+    k: Any,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`apply_qk_cuda` of a traced call, as `traced_cuda` decides."""
+    if not (isinstance(q, torch.Tensor) and _cuda_kernel_takes(q.device.type)):
+        return None
+    return apply_qk_cuda(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len)
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
+def _cuda_kernel_takes(device_type: str) -> bool:
+    """Whether the CUDA kernel serves tensors on `device_type`: CUDA, with CuPy installed."""
+    return device_type == "cuda" and available_backends()["cupy"] is None
+
+
+def apply_cuda(
+    x: torch.Tensor,
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    out: Any,
+) -> torch.Tensor | None:
+    """`apply` of a CUDA tensor that records gradients or is traced by ``torch.compile``.
+
+    `rope_ref.backends.cuda_call` hands over those calls and takes every other call to
+    the kernel directly. None when the operator does not take the call (the general path
+    then decides); ValueError for an `out` with a tensor that records gradients.
+    """
+    if not _kernel_dtype(x):
+        return None
+    if out is not None:
+        if cpu_arrays.compiling():
+            return None  # traced as before: out= is not an operator's argument
+        msg = "`out` must be None when `x` records gradients; got a tensor."
+        raise ValueError(msg)
+    return apply(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", None, x=x)
+
+
+def apply_qk_cuda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`apply_qk` of CUDA tensors, for the calls of `apply_cuda`, or None."""
+    if not (isinstance(k, torch.Tensor) and _kernel_dtype(q) and _kernel_dtype(k)):
+        return None
+    return apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
+                    "rotate_half")  # fmt: skip
+
+
+_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _kernel_dtype(x: torch.Tensor) -> bool:
+    return x.dtype in _KERNEL_DTYPES
+
+
+def _apply_rope_cpu(
     x: torch.Tensor,
     positions: torch.Tensor | None,
     spec_key: int,
@@ -141,6 +238,27 @@ def _apply_rope(
                             _offset(offset, float_offset), seq_axis, inverse, seq_len,
                             "rotate_half", role)  # fmt: skip
     return out
+
+
+def _apply_rope_cuda(
+    x: torch.Tensor,
+    positions: torch.Tensor | None,
+    spec_key: int,
+    offset: int,
+    float_offset: float | None,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    role: str | None,
+) -> torch.Tensor:
+    return cuda_torch.rotate(x, _by_key[spec_key], positions, _offset(offset, float_offset),
+                             seq_axis, inverse, seq_len, role)  # fmt: skip
+
+
+_apply_rope = torch.library.custom_op(
+    "rope_ref::apply_rope", _apply_rope_cpu, mutates_args=(), device_types="cpu"
+)
+_apply_rope.register_kernel("cuda", _apply_rope_cuda)
 
 
 @_apply_rope.register_fake
@@ -164,8 +282,7 @@ def _apply_rope_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 _apply_rope.register_autograd(_apply_rope_backward, setup_context=_save_args)
 
 
-@torch.library.custom_op("rope_ref::apply_rope_qk", mutates_args=(), device_types="cpu")
-def _apply_rope_qk(
+def _apply_rope_qk_cpu(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor | None,
@@ -188,6 +305,28 @@ def _apply_rope_qk(
         out = torch.empty_like(like)
         outs.append(result if result.stride() == out.stride() else out.copy_(result))
     return outs[0], outs[1]
+
+
+def _apply_rope_qk_cuda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor | None,
+    k_positions: torch.Tensor | None,
+    spec_key: int,
+    offset: int,
+    float_offset: float | None,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    spec, at = _by_key[spec_key], _offset(offset, float_offset)
+    return cuda_torch.rotate_qk(q, k, spec, positions, k_positions, at, seq_axis, inverse, seq_len)
+
+
+_apply_rope_qk = torch.library.custom_op(
+    "rope_ref::apply_rope_qk", _apply_rope_qk_cpu, mutates_args=(), device_types="cpu"
+)
+_apply_rope_qk.register_kernel("cuda", _apply_rope_qk_cuda)
 
 
 @_apply_rope_qk.register_fake

@@ -260,3 +260,26 @@ def test_table_names_what_is_not_timed_here(capsys, monkeypatch):
     assert last.startswith("not timed here: numba (needs 'numba': pip install")
     assert "PyTorch eager and torch.compile (torch is not installed)" in last
     assert "rotary-embedding-torch (not installed)" in last
+
+
+def test_torch_compile_rows_of_sizes_eager_runs_on_one_thread_compile_for_one(monkeypatch):
+    """Inductor's kernel is an OpenMP region at any size; at a decode shape the row is
+    compiled for one thread (``cpp.threads=1``), as eager runs it, and says so."""
+    torch = pytest.importorskip("torch")
+    from rope_ref.cli.bench import cpu
+    from rope_ref.cli.bench.rows import Case
+
+    seen: list[dict] = []
+
+    def compile_(fn, **options):
+        seen.append(options)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    x = np.zeros((1, 1, 32, 128), np.float32)
+    for shape, one_thread in (((1, 1, 32, 128), True), ((1, 4096, 32, 128), False)):
+        rows = {i.name: i for i in cpu.implementations(Case(shape, "float32"))}
+        row = rows["torch.compile (HF-style)"]
+        assert (row.note == cpu.ONE_THREAD_NOTE) is one_thread
+        row.prepare(x)
+        assert seen.pop()["options"] == ({"cpp.threads": 1} if one_thread else None)

@@ -193,9 +193,13 @@ def test_tensors_that_record_gradients(np_rng):
     torch = framework("torch")
     host = random_x(np_rng, (2, 5, 4, 32), DTYPES["float32"])
     x = to_device(host, "torch").requires_grad_()
+    for backend in ("cupy", "auto"):  # the custom operator: the kernel, differentiable
+        y = rr.apply_rope(x, seq_axis=-3, backend=backend)
+        assert "rope_ref_apply_rope" in y.grad_fn.name()
+    xpos = rr.RopeSpec(head_dim=32, xpos=rr.XPos())  # a role: not the operator's call
     with pytest.raises(TypeError, match="must not require grad for backend='cupy'"):
-        rr.apply_rope(x, seq_axis=-3, backend="cupy")
-    y = rr.apply_rope(x, seq_axis=-3, backend="auto")  # the reference: differentiable
+        rr.apply_rope(x, xpos, seq_axis=-3, backend="cupy", role="query")
+    y = rr.apply_rope(x, xpos, seq_axis=-3, backend="auto", role="query")  # the reference
     assert y.grad_fn is not None
     with torch.no_grad():
         z = rr.apply_rope(x, seq_axis=-3, backend="cupy")

@@ -8,6 +8,8 @@ and dtype, inputs are never written, and what the kernel cannot take is refused 
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -206,3 +208,24 @@ def test_jax_out_is_refused_and_tracers_take_the_general_path():
     jitted = jax.jit(lambda a: rr.apply_rope(a, SPEC, backend="auto"))
     want = rr.apply_rope(np.ones((3, 64), np.float32), SPEC)
     np.testing.assert_allclose(np.asarray(jitted(x)), want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("committed", [False, True])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "device_put"])
+def test_jax_results_are_adopted_on_the_device_and_commitment_of_x(monkeypatch, committed, direct):
+    """The result lives where `x` does, as committed as `x`, whichever way JAX adopts it
+    (jaxlib's C++ call made directly, or ``jax.device_put`` where that call is missing)."""
+    jax = pytest.importorskip("jax")
+    jax_arrays = importlib.import_module("rope_ref._engine.jax_arrays")
+    if not direct:
+        monkeypatch.setattr(jax_arrays, "_direct_put", lambda: None)
+    x_np = np.random.default_rng(11).standard_normal((1, 1, 4, 64)).astype(np.float32)
+    device = jax.devices("cpu")[0]
+    x = jax.device_put(x_np, device) if committed else jax.numpy.asarray(x_np)
+    assert x.committed is committed
+    y = rr.apply_rope(x, SPEC, seq_axis=-3, offset=5, backend="auto")
+    assert isinstance(y, jax.Array)
+    assert y.committed is committed
+    assert y.sharding == x.sharding
+    assert_same_bits(y, rr.apply_rope(x_np, SPEC, seq_axis=-3, offset=5, backend="numba"))
+    assert_same_bits(y + 0, rr.apply_rope(x_np, SPEC, seq_axis=-3, offset=5, backend="numba"))

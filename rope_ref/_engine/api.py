@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Hashable
 from types import ModuleType
 
@@ -118,10 +116,10 @@ def apply_rope(
         ``"reference"`` rotates in float64 and rounds once. ``"numba"`` takes NumPy
         arrays, PyTorch CPU tensors (autograd and ``torch.compile`` included) and JAX CPU
         arrays, on views of their memory. ``"cupy"`` takes CuPy arrays, PyTorch CUDA
-        tensors and JAX GPU arrays. ``"auto"`` picks a kernel for those (numba or cupy)
-        when installed and when it takes x's dtype, else the reference. ``"exact"`` returns
-        the real-number RoPE rounded once to x's dtype (correctly rounded; needs mpmath; see
-        the Precision page).
+        tensors (autograd and ``torch.compile`` included) and JAX GPU arrays. ``"auto"``
+        picks a kernel for those (numba or cupy) when installed and when it takes x's
+        dtype, else the reference. ``"exact"`` returns the real-number RoPE rounded once
+        to x's dtype (correctly rounded; needs mpmath; see the Precision page).
     out : array, optional
         Output buffer for kernel backends; may be `x` itself (in-place).
     role : {"query", "key"}, optional
@@ -669,10 +667,20 @@ def _cuda_backend(backend: object) -> bool:
     return type(backend) is str and backend in ("cupy", "auto")
 
 
-@functools.cache
 def _cuda_call() -> ModuleType:
-    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy)."""
-    return importlib.import_module("rope_ref.backends.cuda_call")
+    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy).
+
+    Kept in `_CUDA_CALL` rather than by `functools.cache` and `importlib`, which
+    ``torch.compile`` cannot trace.
+    """
+    if not _CUDA_CALL:
+        from rope_ref.backends import cuda_call  # type: ignore[import-not-found,unused-ignore]
+
+        _CUDA_CALL.append(cuda_call)
+    return _CUDA_CALL[0]
+
+
+_CUDA_CALL: list[ModuleType] = []
 
 
 def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
@@ -699,7 +707,8 @@ def _resolve_backend(backend: str, x: Array) -> str:
     byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
     `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
     tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
-    a CUDA tensor that records gradients, never: the CUDA kernel is not differentiable);
+    a CUDA tensor that records gradients, never: such calls reach the CUDA kernel before,
+    through its custom operator, and those it does not take are the reference's);
     otherwise the reference.
     """
     if backend != "auto":

@@ -10,9 +10,8 @@ The call runs on NumPy views of the same memory, so it is the NumPy call, bit fo
   ``out=`` (which may be `x`) is written through its own view. A tensor that records
   gradients, and every call under ``torch.compile``, goes through the custom operators
   of `rope_ref.backends.numba_torch` instead (autograd: the inverse rotation by the kernel).
-- JAX (arrays on the CPU, not tracers): ``numpy.asarray`` views the buffer; the result is
-  written into one 64-byte aligned NumPy array, which ``jax.device_put`` then takes over
-  without a copy.
+- JAX (arrays on the CPU, not tracers): `rope_ref._engine.jax_arrays` (``numpy.asarray``
+  views the buffer; the result is one aligned NumPy array, which JAX adopts).
 
 Anything else returns None (the caller's other paths decide), except what
 ``backend="numba"`` cannot take, which is an error naming the parameter: a tensor on
@@ -29,14 +28,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rope_ref._core.spec import RopeSpec
+from rope_ref._engine import jax_arrays
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 
 __all__ = ["apply", "apply_qk", "array_kind", "numpy_view"]
-
-#: Bytes the JAX outputs are aligned to, so that ``jax.device_put`` adopts them.
-JAX_ALIGNMENT = 64
 
 
 def array_kind(x: object) -> str | None:
@@ -172,12 +168,13 @@ def apply(
                 raise ValueError(msg)
             return _torch_ops().apply(*args, x=x)
         return torch_direct(fn, x, out, *args)
-    if _numba() is None or not _jax_usable(x):
+    if _numba() is None or not jax_arrays.usable(x):
         return None
     if out is not None:
         msg = "`out` must be None for JAX arrays (they are immutable); got an array."
         raise TypeError(msg)
-    return _jax_direct(fn, x, *args)
+    return jax_arrays.rotate(fn, _kernel(), x, spec, _host(positions), offset, seq_axis,
+                             inverse, seq_len, form, role)  # fmt: skip
 
 
 def apply_qk(
@@ -213,21 +210,11 @@ def apply_qk(
         if _torch_ops_needed(q) or _torch_ops_needed(k):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
         return torch_direct_qk(fn, q, k, *args)
-    if _numba() is None or not (_jax_usable(q) and _jax_usable(k)):
+    if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    shift = _query_shift(q, k, *args[:5], seq_len)
-    if shift is not None:  # one aligned output each, as for `apply`
-        spec_, offset, rest = args[0], args[3], (args[4], args[5], args[6], form, None)
-        return (_jax_direct(one, q, spec_, None, offset + shift, *rest),
-                _jax_direct(one, k, spec_, None, offset, *rest))  # fmt: skip
-    views = [np.asarray(a) for a in (q, k)]
-    moved = [_host(p) for p in (positions, k_positions)]
-    spec_, _, _, offset, seq_axis, inverse, seq_len, form = args
-    pair = fn(*views, spec_, moved[0], k_positions=moved[1], offset=offset, seq_axis=seq_axis,
-              inverse=inverse, seq_len=seq_len, form=form, backend="numba")  # fmt: skip
-    import jax
-
-    return jax.device_put(pair[0]), jax.device_put(pair[1])
+    return jax_arrays.rotate_qk(fn, one, _kernel(), q, k, spec, _host(positions),
+                                _host(k_positions), offset, seq_axis, inverse, seq_len,
+                                form)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------
@@ -325,7 +312,7 @@ def _host(a: Any) -> Any:
     kind = array_kind(a)
     if kind == "torch" and a.device.type == "cpu" and not (a.is_neg() or a.is_conj()):
         return numpy_view(a) if a.dtype in _torch_views else a.detach().numpy()
-    if kind == "jax" and _jax_usable(a):
+    if kind == "jax" and jax_arrays.usable(a):
         return np.asarray(a)
     return a
 
@@ -374,86 +361,3 @@ def torch_direct_qk(
                       k_positions=_host(k_positions), offset=offset, seq_axis=seq_axis,
                       inverse=inverse, seq_len=seq_len, form=form, backend="numba")  # fmt: skip
     return _as_tensor(q_rot, q), _as_tensor(k_rot, k)
-
-
-# ----------------------------------------------------------------------------------------
-# JAX
-# ----------------------------------------------------------------------------------------
-
-
-def _jax_usable(x: Any) -> bool:
-    """Whether JAX array `x` lives on one CPU device in a dtype the kernel takes."""
-    try:
-        on_cpu = x.device.platform == "cpu"
-    except (AttributeError, ValueError):  # sharded over several devices
-        return False
-    return bool(on_cpu) and np.dtype(x.dtype) in _jax_dtypes()
-
-
-@functools.cache
-def _jax_dtypes() -> frozenset[np.dtype[Any]]:
-    dtypes: list[np.dtype[Any] | None] = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
-    dtypes.append(_bfloat16())
-    return frozenset(d for d in dtypes if d is not None)
-
-
-def _query_shift(
-    q: Any,
-    k: Any,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    seq_len: Any,
-) -> int | None:
-    """Where the queries start past `offset` (``k_len - q_len``), or None.
-
-    `apply_rope_qk` gives the queries the keys' last positions. The calls that are then
-    two `apply_rope` calls, bit for bit: default positions, an integer offset, no xPos
-    (whose scale needs the role) and a seq_len that does not depend on the call.
-    """
-    if positions is not None or k_positions is not None or type(offset) is not int:
-        return None
-    if not (spec is None or (type(spec) is RopeSpec and spec.xpos is None)):
-        return None
-    if spec is not None and spec.scaling is not None and seq_len is None:
-        return None
-    if type(seq_axis) is not int or not (q.ndim == k.ndim >= 2 and -q.ndim <= seq_axis < -1):
-        return None
-    shift = int(k.shape[seq_axis]) - int(q.shape[seq_axis])
-    return shift if shift >= 0 else None
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
-    """A C-contiguous NumPy array whose data starts on a `JAX_ALIGNMENT`-byte boundary."""
-    size = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(size + JAX_ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % JAX_ALIGNMENT
-    return raw[start : start + size].view(dtype).reshape(shape)
-
-
-def _jax_direct(
-    fn: Callable[..., Any],
-    x: Any,
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
-) -> Any:
-    """The kernel reads `x` in place and writes one aligned array, which JAX adopts."""
-    import jax
-
-    xn = np.asarray(x)
-    out = aligned_empty(xn.shape, xn.dtype)
-    result = None
-    if positions is None and role is None and form == "rotate_half":
-        result = numpy_kernel_call(_kernel(), xn, spec, offset, seq_axis, inverse, seq_len, out)
-    if result is None:
-        fn(xn, spec, _host(positions), offset=offset, seq_axis=seq_axis, inverse=inverse,
-           seq_len=seq_len, form=form, backend="numba", out=out, role=role)  # fmt: skip
-    return jax.device_put(out)

@@ -45,7 +45,8 @@ def implementations(case: Case) -> list[Impl]:
         impls += _framework_rows(case)
     if _installed("torch"):
         impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
-        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True)))
+        note = ONE_THREAD_NOTE if _one_thread(case) else ""
+        impls.append(Impl("torch.compile (HF-style)", "peer", _torch_hf(case, compiled=True), note))
     if _installed("rotary_embedding_torch") and not case.qk:
         impls.append(
             Impl("rotary-embedding-torch", "peer", _rotary_embedding_torch, "(B, H, S, D) layout")
@@ -251,10 +252,33 @@ def hf_style(q: Any, cos: Any, sin: Any) -> Any:
     return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
 
 
-def hf_style_compiled(torch: Any) -> Callable[[Any, Any, Any], Any]:
-    """`hf_style` through ``torch.compile``; `Unavailable` if the toolchain cannot."""
+#: Elements per tensor up to which PyTorch eager runs an elementwise operation on one
+#: thread (``at::internal::GRAIN_SIZE``).
+TORCH_GRAIN = 32768
+ONE_THREAD_NOTE = "inductor's kernel on one thread, as eager runs this size"
+
+
+def _one_thread(case: Case) -> bool:
+    """Whether `case` is small enough that torch eager runs it on one thread (CPU).
+
+    Inductor's CPU kernel of the HF-style rotation is an OpenMP parallel region at any
+    size: at a decode shape, on a machine whose cores are busy with other work, each call
+    waits for a second thread to be scheduled (tens of milliseconds on 2 shared cores),
+    which times the scheduler rather than the compiled code. Such cases compile it for
+    one thread, as eager and the Numba kernel run them.
+    """
+    return case.device == "cpu" and int(np.prod(case.shape)) <= TORCH_GRAIN
+
+
+def hf_style_compiled(torch: Any, *, one_thread: bool = False) -> Callable[[Any, Any, Any], Any]:
+    """`hf_style` through ``torch.compile``; `Unavailable` if the toolchain cannot.
+
+    `one_thread` compiles inductor's CPU kernel without a parallel region
+    (``cpp.threads=1``).
+    """
+    options = {"cpp.threads": 1} if one_thread else None
     try:
-        return torch.compile(hf_style, dynamic=False)  # type: ignore[no-any-return]
+        return torch.compile(hf_style, dynamic=False, options=options)  # type: ignore[no-any-return]
     except Exception as err:  # pragma: no cover - depends on the toolchain
         msg = f"torch.compile failed: {err}"
         raise Unavailable(msg) from err
@@ -271,7 +295,7 @@ def _torch_hf(case: Case, *, compiled: bool) -> Callable[[np.ndarray], Prepared]
             torch.from_numpy(a.astype(np.float32)).to(device=device, dtype=dtype) for a in arrays
         ]
         cos, sin = _hf_tables(torch, x, dtype, device)
-        fn = hf_style_compiled(torch) if compiled else hf_style
+        fn = hf_style_compiled(torch, one_thread=_one_thread(case)) if compiled else hf_style
         return lambda: [fn(t, cos, sin) for t in tensors]
 
     return prepare
