@@ -161,3 +161,8 @@ def test_max_ulps_judges_every_drawn_example_not_only_the_probe(capsys):
     assert status == 1, text  # only a drawn example shows the ulps
     assert "ulps from the correctly rounded result" in text
     assert "allowed: max_ulps=4" in text
+    # the pasteable reproducer replays the drawn counterexample and fails on its ulps
+    assert main([*args, "--max-ulps", "4", "--json"]) == 1
+    code = json.loads(capsys.readouterr().out)["reproducer"]
+    with pytest.raises(AssertionError, match="allowed: max_ulps=4"):
+        exec(code, {})
