@@ -30,9 +30,14 @@ settled before step 2. At a zero angle, without xPos and without a logarithmic a
 factor, every interval operation is exact, so ties there are decided exactly. Otherwise the
 angle is algebraic and non-zero (positions, rational powers of the base, float factors),
 and by the Lindemann-Weierstrass theorem ``a cos + b sin`` is then transcendental unless
-``a = b = 0``: no tie is possible. (With YaRN's ``0.1 ln s + 1`` factor the same follows
-from Schanuel's conjecture.) If a value does stay undecided past 65536 bits, an
-ArithmeticError says so; no unproven value is ever returned.
+``a = b = 0``: no tie is possible. (With YaRN's ``0.1 ln s + 1`` factor, LongRoPE's
+``sqrt(1 + ln s / ln L0)`` where it is irrational, and Llama 3's blended band, whose
+frequency involves ``1 / pi``, the same follows from Schanuel's conjecture.) If a value does
+stay undecided past 65536 bits, an ArithmeticError says so; no unproven value is ever
+returned.
+
+The same tables serve ``rope_angles``, ``rope_cos_sin`` (`rope_ref.backends.exact_tables`)
+and ``rerotate`` (`rope_ref.backends.exact_rerotate`) with ``backend="exact"``.
 """
 
 from __future__ import annotations
