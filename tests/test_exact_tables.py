@@ -320,22 +320,20 @@ def _pair_index(spec: rr.RopeSpec, j: int) -> tuple[int, int]:
     return (j, j + n) if spec.layout == "half" else (2 * j, 2 * j + 1)
 
 
-@given(_rerotations())
-def test_rerotate_is_the_real_composite_rounded_once(problem: Any) -> None:
-    dtype_name, spec, positions, (old, new), values, role = problem
-    dtype = DTYPES[dtype_name]
-    x = np.array(values, dtype=np.float64).reshape(len(positions), spec.head_dim).astype(dtype)
-    got = rr.rerotate(
-        x, spec, np.array(positions), from_seq_len=old, to_seq_len=new, role=role, backend="exact"
-    )
-    assert got.dtype == x.dtype
+def _rerotated(
+    x: np.ndarray, spec: rr.RopeSpec, positions: list[int], lengths: tuple[float, float],
+    role: str | None,
+) -> np.ndarray:  # fmt: skip
+    """x (tokens, head_dim) times z_to / z_from per pair, rounded once to x's dtype."""
+    old, new = lengths
+    dtype = DTYPES[x.dtype.name]
     want = np.array(x, dtype=np.float64)
     with mpmath.workprec(BITS):
-        ratio = _factor_at(spec, new) / _factor_at(spec, old)
         for t, p in enumerate(positions):
             for j in range(spec.n_pairs):
                 delta = p * (_omega(spec, j, new) - _omega(spec, j, old))
-                scale = ratio
+                # the rules drawn here have attention factors that do not depend on length
+                scale = mpmath.mpf(1)
                 if spec.xpos is not None:
                     assert role is not None
                     scale *= _xpos_scale(spec, j, p, new, role) / _xpos_scale(spec, j, p, old, role)
@@ -349,17 +347,43 @@ def test_rerotate_is_the_real_composite_rounded_once(problem: Any) -> None:
                     (i1, b * c + a * s, b * float(c) + a * s_f),
                 ):
                     want[t, index] = zero if value == 0 else _round(value, dtype)
-    _same(got, want)
+    return want
 
 
-def _factor_at(spec: rr.RopeSpec, _length: float) -> Any:
-    return _factor(spec)  # the rules drawn here have no length-dependent attention factor
+@given(_rerotations())
+def test_rerotate_is_the_real_composite_rounded_once(problem: Any) -> None:
+    dtype_name, spec, positions, (old, new), values, role = problem
+    dtype = DTYPES[dtype_name]
+    x = np.array(values, dtype=np.float64).reshape(len(positions), spec.head_dim).astype(dtype)
+    got = rr.rerotate(
+        x, spec, np.array(positions), from_seq_len=old, to_seq_len=new, role=role, backend="exact"
+    )
+    assert got.dtype == x.dtype
+    _same(got, _rerotated(x, spec, positions, (old, new), role))
 
 
-def test_rerotate_exact_matches_apply_rope_exact_where_both_are_exact() -> None:
-    # From an exact rotation at one length to another, the re-rotation of the rounded keys
-    # lands within an ulp or so of the exact rotation at the new length; exactly so for the
-    # identity re-rotation (the same frequencies at both lengths).
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+def test_rerotate_near_ties_are_decided(dtype_name: str) -> None:
+    # A tiny angle difference delta (lengths 2**-10 apart) and b chosen so that
+    # a cos(delta) - b sin(delta) lands a hair from the midpoint below a = 1.5: b's own
+    # rounding leaves it about ulp(b) delta / 2 away, far below 2**-100 in float64.
+    dtype = DTYPES[dtype_name]
+    eps = float(_finfo(dtype).eps)
+    spec = rr.RopeSpec(4, scaling=rr.scaling.DynamicNTK(2.0, max_position=16))
+    lengths = (17.0, 17.0 + 2.0**-10)
+    with mpmath.workprec(BITS):
+        delta = _omega(spec, 1, lengths[1]) - _omega(spec, 1, lengths[0])  # position 1
+        a = mpmath.mpf(1.5)
+        middle = a - mpmath.mpf(eps) / 2
+        b = float((a * mpmath.cos(delta) - middle) / mpmath.sin(delta))
+    x = np.array([[0.0, 1.5, 0.0, b]], dtype=dtype)  # pair 1 is (x[1], x[3]) = (a, b)
+    got = rr.rerotate(x, spec, np.array([1]), from_seq_len=lengths[0], to_seq_len=lengths[1],
+                      backend="exact")  # fmt: skip
+    _same(got, _rerotated(x, spec, [1], lengths, None))
+
+
+def test_rerotate_is_the_identity_where_the_frequencies_agree() -> None:
+    # The same frequencies at both lengths: the re-rotation is the identity, exactly.
     spec = rr.RopeSpec(8, scaling=rr.scaling.Linear(2.0))
     k = np.random.default_rng(4).standard_normal((6, 8)).astype(np.float32)
     cached = rr.apply_rope(k, spec, seq_len=6, backend="exact")
