@@ -35,7 +35,13 @@ from rope_ref import attention_factor as float_attention_factor
 from rope_ref._core.spec import RopeSpec
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, NTKAware, Proportional, YaRN
 
-__all__ = ["attention_factor", "log_zetas", "omegas", "rational_attention_factor"]
+__all__ = [
+    "attention_factor",
+    "log_zetas",
+    "omegas",
+    "rational_attention_factor",
+    "rational_omegas",
+]
 
 Number = Any  # an mpf or an interval of the context
 
@@ -75,6 +81,90 @@ def omegas(ctx: Any, spec: RopeSpec, seq_len: float | None) -> list[Number]:
     return theta
 
 
+def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | None]:
+    """Each pair's inverse frequency as a fraction where it is rational, else None.
+
+    Every formula here is a product of rational powers of rationals (the base, factors,
+    ratios; YaRN's ramp is a rational multiplier), rational exactly when its N-th power,
+    N the common denominator of the exponents, has a rational N-th root. Llama 3's blended
+    band involves ``1 / pi`` and is irrational unless its factor is 1.
+    """
+    if spec.freqs is not None:
+        return [Fraction(float(f)) for f in spec.freqs]
+    d = spec.rotary_dim
+    assert d is not None
+    rule = spec.scaling
+    known = (Linear, NTKAware, DynamicNTK, YaRN, Llama3, LongRoPE, Proportional)
+    if rule is not None and type(rule) not in known:
+        return [Fraction(float(w)) for w in inv_freq(spec, seq_len)]
+    base = Fraction(spec.base)
+    out: list[Fraction | None] = []
+    for j in range(d // 2):
+        terms = [(base, Fraction(-2 * j, d))]
+        if type(rule) is Linear or type(rule) is Proportional:
+            terms.append((Fraction(rule.factor), Fraction(-1)))
+        elif type(rule) is NTKAware:
+            terms.append((Fraction(rule.factor), Fraction(-2 * j, d - 2)))
+        elif type(rule) is DynamicNTK:
+            terms.append((_dynamic_ratio(rule, seq_len), Fraction(-2 * j, d - 2)))
+        elif type(rule) is LongRoPE:
+            ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
+            terms.append((Fraction(ext[j]), Fraction(-1)))
+        elif type(rule) is YaRN:
+            terms.append((_yarn_multipliers(rule, spec.base, d)[j], Fraction(1)))
+        elif type(rule) is Llama3:
+            band = _llama3_bands(rule, spec.base, d)[j]
+            if band == "blend" and rule.factor != 1.0:
+                out.append(None)
+                continue
+            if band == "scale":
+                terms.append((Fraction(rule.factor), Fraction(-1)))
+        if type(rule) is Proportional and j >= rule.n_rotated(d):
+            out.append(Fraction(0))
+            continue
+        out.append(_rational_product(terms))
+    return out
+
+
+def _dynamic_ratio(rule: DynamicNTK, seq_len: float | None) -> Fraction:
+    length = max(rule.max_position if seq_len is None else seq_len, rule.max_position)
+    return 1 + Fraction(rule.factor) * (Fraction(length) - rule.max_position) / rule.max_position
+
+
+def _yarn_multipliers(rule: YaRN, base: float, d: int) -> list[Fraction]:
+    """``r / s + 1 - r`` of every pair: YaRN's frequency over the plain one."""
+    lo, hi = (Fraction(v) for v in rule.correction_range(base=base, rotary_dim=d))
+    if lo == hi:
+        hi += Fraction(0.001)  # HF's float guard, as the rule applies it
+    out = []
+    for j in range(d // 2):
+        ramp = min(max((j - lo) / (hi - lo), Fraction(0)), Fraction(1))
+        out.append(ramp / Fraction(rule.factor) + 1 - ramp)
+    return out
+
+
+def _rational_product(terms: list[tuple[Fraction, Fraction]]) -> Fraction | None:
+    """``prod(base ** exponent)`` of positive bases, as a fraction if it is rational."""
+    n = math.lcm(*(e.denominator for _, e in terms))
+    power = Fraction(1)
+    for value, exponent in terms:
+        power *= value ** int(exponent * n)
+    num, den = _exact_root(power.numerator, n), _exact_root(power.denominator, n)
+    return None if num is None or den is None else Fraction(num, den)
+
+
+def _exact_root(value: int, n: int) -> int | None:
+    """The integer n-th root of `value` >= 0 if there is one, else None (bisection)."""
+    low, high = 0, 1 << -(-value.bit_length() // n)
+    while low < high:
+        middle = (low + high) // 2
+        if middle**n < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low if low**n == value else None
+
+
 def _powers(ctx: Any, base: float, d: int, extra: tuple[Number, int] | None = None) -> list[Number]:
     """``base ** (-2j / d)``, times ``ratio ** (-2j / (d - 2))`` when `extra` is given."""
     log_base = ctx.ln(ctx.mpf(base))
@@ -92,16 +182,9 @@ def _powers(ctx: Any, base: float, d: int, extra: tuple[Number, int] | None = No
 
 
 def _yarn(ctx: Any, rule: YaRN, theta: list[Number], base: float, d: int) -> list[Number]:
-    lo, hi = (Fraction(v) for v in rule.correction_range(base=base, rotary_dim=d))
-    if lo == hi:
-        hi += Fraction(0.001)  # HF's float guard, as the rule applies it
-    factor = ctx.mpf(rule.factor)
-    out = []
-    for j, t in enumerate(theta):
-        ramp = min(max((j - lo) / (hi - lo), Fraction(0)), Fraction(1))
-        r = _number(ctx, ramp)
-        out.append(t / factor * r + t * (1 - r))
-    return out
+    """Each pair's ``theta (r / s + 1 - r)``, the ramp ``r`` from its float64 ends."""
+    multipliers = _yarn_multipliers(rule, base, d)
+    return [t * _number(ctx, m) for t, m in zip(theta, multipliers, strict=True)]
 
 
 def _llama3(ctx: Any, rule: Llama3, theta: list[Number], base: float, d: int) -> list[Number]:

@@ -118,7 +118,7 @@ def _angle_problems(draw: st.DrawFn) -> tuple[rr.RopeSpec, list[Any], list[float
     spec = rr.RopeSpec(2 * n, **kwargs)
     position = st.one_of(
         st.integers(0, 2**62),
-        st.sampled_from([0, 1, 2**53 + 1, 2**63 - 1]),
+        st.sampled_from([0, 1, 2**53 + 1, 2**53 + 3, 2**63 - 1]),
         st.floats(0, 2.0**70),
         st.sampled_from([0.0, -0.0, 5e-324, 2.0**-30]),
     )
@@ -160,8 +160,33 @@ def test_angles_are_the_real_angles_rounded_once(problem: Any) -> None:
                 phi = exact_p * w
                 # a zero angle takes IEEE's sign of the product p * w
                 zero = float(value) * float(w)
-                want[r, j] = zero if phi == 0 else _round(phi, np.float64)
+                want[r, j] = zero if phi == 0 else _round_angle(phi)
     _same(got.reshape(want.shape), want)
+
+
+def _round_angle(phi: Any) -> float:
+    """`phi` to float64; a value within 2**-300 (relative) of a midpoint is that midpoint.
+
+    A rational frequency can put p w exactly on a midpoint (YaRN's 10**-1 * 5/8 = 1/16),
+    which the 400-bit evaluation of the formula only approaches.
+    """
+    y = _round(phi, np.float64)
+    for neighbour in (math.nextafter(y, -math.inf), math.nextafter(y, math.inf)):
+        middle = (mpmath.mpf(y) + mpmath.mpf(neighbour)) / 2
+        if abs(phi - middle) <= abs(phi) * mpmath.mpf(2) ** -300:
+            return _round(middle, np.float64)
+    return y
+
+
+def test_angle_ties_of_a_rational_formula_round_to_even() -> None:
+    # YaRN(4) with base 1e4, d = 8: the ramp is 1/2 at pair 1, so w = 10**-1 (1/8 + 1/2)
+    # = 1/16, and (2**53 + 1) / 16 = 2**49 + 1/16 lies halfway between float64 values
+    # 1/8 apart: to the even one, 2**49 (not 2**49 + 1/8)
+    spec = rr.RopeSpec(8, scaling=rr.scaling.YaRN(4.0, 64))
+    got = rr.rope_angles(spec, np.array([2**53 + 1], dtype=np.int64), backend="exact")
+    assert float(got[0, 1]) == 2.0**49
+    got = rr.rope_angles(spec, np.array([2**53 + 3], dtype=np.int64), backend="exact")
+    assert float(got[0, 1]) == 2.0**49 + 0.25  # 2**49 + 3/16: halfway, to the even 2/8
 
 
 def test_angle_ties_round_to_even() -> None:
