@@ -200,6 +200,15 @@ def rope_angles(
     >>> import rope_ref as rr
     >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
     [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
+
+    Past :math:`2^{53}` the position given is not a float64; ``"exact"`` takes its exact
+    value, :math:`(2^{53} + 3) / 100`, and rounds once:
+
+    >>> p = [2**53 + 3]
+    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p, backend="exact")[0, 1].item()
+    90071992547409.95
+    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p)[0, 1].item()
+    90071992547409.97
     """
     backend = check_choice("backend", backend, TABLE_BACKENDS)
     given, pxp, _, _ = _float64_positions(positions, spec)
