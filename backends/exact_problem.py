@@ -243,10 +243,14 @@ def _double_double(raw: tuple[int, int, int, int]) -> tuple[float, float]:
     """Return ``(hi, lo)``, ``hi + lo`` the raw mpf `raw` to about 106 bits.
 
     Python rounds an int to float to nearest, so ``hi`` is the float64 rounding of `raw`.
+    Past about 2**1000 only the sign is kept: the scale is then out of the safe range and
+    every element that is not an exact zero goes to the interval path.
     """
     sign, mantissa, exponent, _ = raw
     if mantissa == 0:
         return 0.0, 0.0
+    if exponent + mantissa.bit_length() > 1000:  # past float64: its sign, for signed zeros
+        return (-(2.0**1000), 0.0) if sign else (2.0**1000, 0.0)
     top = float(mantissa)
     rest = float(mantissa - int(top))
     hi, lo = math.ldexp(top, exponent), math.ldexp(rest, exponent)
