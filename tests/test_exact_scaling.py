@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import rope_ref as rr
 from rope_ref.scaling import Llama3
 from tests.test_exact import DTYPES, _finfo, _round, _same
+from tests.test_exact_tables import _round_angle
 
 BITS = 320
 
@@ -152,3 +153,23 @@ def test_a_rational_longrope_factor_decides_ties_at_angle_zero(dtype_name: str) 
     np.testing.assert_array_equal(
         np.asarray(got, dtype=np.float64)[0], [1.5 + 2 * eps, -(1.5 + 4 * eps)]
     )
+
+
+@given(
+    st.sampled_from(RULES),
+    st.lists(st.integers(0, 2**60) | st.floats(0, 2.0**40), min_size=1, max_size=2),
+)
+def test_angles_of_each_rule_are_correctly_rounded(rule: Any, positions: list[Any]) -> None:
+    spec = rr.RopeSpec(64, base=10000.0, scaling=rule)
+    kind = np.uint64 if all(isinstance(p, int) for p in positions) else np.float64
+    p = np.array(positions, dtype=kind)
+    got = rr.rope_angles(spec, p, backend="exact")
+    seq_len = float(np.max(p.astype(np.float64))) + 1
+    want = np.empty_like(got)
+    with mpmath.workprec(BITS + 64):
+        for t, value in enumerate(p.tolist()):
+            for j in range(spec.n_pairs):
+                w = _omega(spec, j, seq_len)
+                phi = mpmath.mpf(value) * w
+                want[t, j] = float(value) * float(w) if phi == 0 else _round_angle(phi)
+    _same(got, want)
