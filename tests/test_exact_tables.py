@@ -89,8 +89,8 @@ def _bits(values: list[float]) -> int:
 
 
 @st.composite
-def _angle_problems(draw: st.DrawFn) -> tuple[rr.RopeSpec, list[Any], list[float]]:
-    """A spec, positions and, for custom freqs, ties and near-ties of p * w built on purpose."""
+def _angle_problems(draw: st.DrawFn) -> tuple[rr.RopeSpec, list[Any]]:
+    """A spec and positions; for custom freqs, ties and near-ties of p * w built on purpose."""
     kind = draw(st.sampled_from(["tie", "default", "linear", "ntk", "yarn", "sections"]))
     n = draw(st.integers(1, 4))
     if kind == "tie":
@@ -103,7 +103,7 @@ def _angle_problems(draw: st.DrawFn) -> tuple[rr.RopeSpec, list[Any], list[float
         freqs = [w, *draw(st.lists(st.floats(0, 4), min_size=n - 1, max_size=n - 1))]
         spec = rr.RopeSpec(2 * n, freqs=freqs)
         p = math.ldexp(2**52 + i, -52 + draw(st.integers(-4, 30)))
-        return spec, [p, -p], []
+        return spec, [p, -p]
     kwargs: dict[str, Any] = {"base": draw(st.sampled_from([10000.0, 500000.0, 2.0, 1e6]))}
     if kind == "linear":
         kwargs["scaling"] = rr.scaling.Linear(draw(st.floats(0.5, 64)))
@@ -132,7 +132,7 @@ def _angle_problems(draw: st.DrawFn) -> tuple[rr.RopeSpec, list[Any], list[float
             max_size=3,
         )
     )
-    return spec, positions, []
+    return spec, positions
 
 
 def _positions_array(positions: list[Any]) -> np.ndarray:
@@ -143,7 +143,7 @@ def _positions_array(positions: list[Any]) -> np.ndarray:
 
 @given(_angle_problems())
 def test_angles_are_the_real_angles_rounded_once(problem: Any) -> None:
-    spec, positions, _ = problem
+    spec, positions = problem
     p = _positions_array(positions)
     got = rr.rope_angles(spec, p, backend="exact")
     assert got.dtype == np.float64
