@@ -145,7 +145,7 @@ def _oracle(
                 # an exact zero takes the sign IEEE arithmetic gives a cos + (-b) sin with
                 # the signs of the real cos and sin; sin of a zero angle is the float64
                 # sin(p * w), negated for the inverse (-0.0 for p = -0.0 or inverse)
-                c_f, s_f = float(c), float(s)
+                c_f, s_f = (1.0 if v > 0 else -1.0 for v in (c, s))  # only signs matter
                 if phi == 0:
                     angle = p * float(_oracle_omega(spec, j))
                     s_f = math.sin(angle) * (-1.0 if inverse else 1.0)
@@ -354,3 +354,20 @@ def test_output_layout_writes_the_pairs_in_the_other_order() -> None:
     np.testing.assert_array_equal(forward, expected)
     back = rr.apply_rope(_interleaved_to_half(x), written, positions, inverse=True, **kw)
     np.testing.assert_array_equal(back, rr.apply_rope(x, plain, positions, inverse=True, **kw))
+
+
+def test_xpos_scales_past_float64_round_to_infinity_and_zero() -> None:
+    # Keys at 0 and 40000 around the centre 20000 with scale_base 8: zeta ** (-+2500), about
+    # 1e-1360 and 1e+1360. The reference refuses them (float64 overflows); exact rounds the
+    # real values, to zero and to infinity, with their signs.
+    spec = rr.RopeSpec(head_dim=8, xpos=rr.XPos(scale_base=8.0))
+    x = np.array([[1, -2, 0, -0.0, 1e-30, 3, 0, 1]] * 2, dtype=np.float32)
+    positions = [0.0, 40000.0]
+    for role in ("query", "key"):
+        got = rr.apply_rope(x, spec, np.array(positions), role=role, backend="exact")
+        with np.errstate(over="ignore"):
+            want = _oracle(x, spec, positions, inverse=False, role=role)
+        _same(got, want)
+        assert np.isinf(want).any()
+    with pytest.raises(ValueError, match="too far from the xPos centre"):
+        rr.apply_rope(x, spec, np.array(positions), role="key")

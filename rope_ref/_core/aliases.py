@@ -15,6 +15,8 @@ Form: TypeAlias = Literal["rotate_half", "complex", "matrix"]
 SectionOrder: TypeAlias = Literal["chunked", "interleaved"]
 #: Names accepted by ``backend=``.
 BackendName: TypeAlias = Literal["reference", "numba", "cupy", "auto", "exact"]
+#: Names accepted by ``backend=`` of the table functions and `rope_ref.rerotate`.
+TableBackend: TypeAlias = Literal["reference", "exact"]
 #: Which side of attention an array is, for xPos.
 Role: TypeAlias = Literal["query", "key"]
 
@@ -22,3 +24,4 @@ LAYOUTS: tuple[Layout, ...] = ("half", "interleaved")
 FORMS: tuple[Form, ...] = ("rotate_half", "complex", "matrix")
 SECTION_ORDERS: tuple[SectionOrder, ...] = ("chunked", "interleaved")
 ROLES: tuple[Role, ...] = ("query", "key")
+TABLE_BACKENDS: tuple[TableBackend, ...] = ("reference", "exact")

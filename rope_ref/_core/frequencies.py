@@ -5,12 +5,13 @@ from __future__ import annotations
 import decimal
 import functools
 import math
+from types import ModuleType
 
 import array_api_compat
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._core.aliases import ROLES, Array, ArrayNamespace, Role
+from rope_ref._core.aliases import ROLES, TABLE_BACKENDS, Array, ArrayNamespace, Role, TableBackend
 from rope_ref._core.compat import (
     all_finite,
     array_namespace,
@@ -164,7 +165,13 @@ def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
     return axes
 
 
-def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) -> Array:
+def rope_angles(
+    spec: RopeSpec,
+    positions: Array,
+    seq_len: float | None = None,
+    *,
+    backend: TableBackend = "reference",
+) -> Array:
     r"""Rotation angles :math:`\phi_{p,j} = p\,\theta_j` in float64.
 
     Parameters
@@ -176,6 +183,11 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
         specs). Python numbers and sequences become NumPy arrays.
     seq_len : float, optional
         For length-dependent scalings; defaults to ``max(positions) + 1``.
+    backend : {"reference", "exact"}, default "reference"
+        ``"reference"``: the float64 product of the position (rounded to float64) and the
+        float64 inverse frequency. ``"exact"``: the real angle :math:`p\,\omega_j` (the
+        exact value of each position given, the spec's frequency formula as a real
+        number) rounded once to float64 (needs mpmath; see the Precision page).
 
     Returns
     -------
@@ -188,12 +200,26 @@ def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) 
     >>> import rope_ref as rr
     >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
     [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
+
+    Past :math:`2^{53}` the position given is not a float64; ``"exact"`` takes its exact
+    value, :math:`(2^{53} + 3) / 100`, and rounds once:
+
+    >>> p = [2**53 + 3]
+    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p, backend="exact")[0, 1].item()
+    90071992547409.95
+    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p)[0, 1].item()
+    90071992547409.97
     """
-    p, pxp, _, _ = _float64_positions(positions, spec)
-    check_table_size(spec, p, "angles")
-    p = pxp.astype(p, pxp.float64)
-    theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, pxp))
-    return _angles(spec, p, theta, xp=pxp)
+    backend = check_choice("backend", backend, TABLE_BACKENDS)
+    given, pxp, _, _ = _float64_positions(positions, spec)
+    check_table_size(spec, given, "angles")
+    p = pxp.astype(given, pxp.float64)
+    seq_len = _resolve_seq_len(spec, p, seq_len, pxp)
+    angles = _angles(spec, p, inv_freq(spec, seq_len), xp=pxp)  # refuses overflow
+    if backend == "reference":
+        return angles
+    exact = _exact_backend().angles(spec, np.asarray(to_numpy(given)), seq_len)
+    return pxp.asarray(exact, device=device(given))
 
 
 def rope_cos_sin(
@@ -204,6 +230,7 @@ def rope_cos_sin(
     *,
     role: Role | None = None,
     full: bool = False,
+    backend: TableBackend = "reference",
 ) -> tuple[Array, Array]:
     r"""Cos and sin of the rotation angles, attention factor (and xPos scale) applied.
 
@@ -228,6 +255,12 @@ def rope_cos_sin(
         Full-width tables, one value per rotated feature, as HF's ``cos, sin`` are: each
         pair's value at both of its features, so ``concat([c, c])`` for the ``"half"``
         layout (HF's ``rotate_half``) and ``c0, c0, c1, c1, ...`` for ``"interleaved"``.
+    backend : {"reference", "exact"}, default "reference"
+        ``"reference"``: computed in float64 as above. ``"exact"``: :math:`A\,s\cos\phi`
+        and :math:`A\,s\sin\phi` of the real angle :math:`\phi = p\,\omega_j`, with the
+        attention factor :math:`A` and xPos scale :math:`s` as real numbers, each rounded
+        once (to nearest even) to `dtype`: float64, float32, float16 or bfloat16 (needs
+        mpmath; see the Precision page).
 
     Returns
     -------
@@ -246,16 +279,43 @@ def rope_cos_sin(
     [[0.540302, 0.99995, 0.540302, 0.99995]]
     """
     full = check_bool("full", full)
+    backend = check_choice("backend", backend, TABLE_BACKENDS)
     p, pxp, xp, dev = _float64_positions(positions, spec)
     dtype = _check_dtype(dtype, xp)
-    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
-    if pxp is not xp:
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)  # and the input checks
+    if backend == "exact":
+        target = dtype if dtype is not None else xp.float64 if pxp is xp else xp.float32
+        cos, sin = _exact_cos_sin(spec, p, seq_len, role, dtype_name(target))
+        cos, sin = move_tables(cos, sin, xp=xp, dev=dev, dtype=target)
+    elif pxp is not xp:
         cos, sin = move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
     else:
         out_dtype = xp.float64 if dtype is None else dtype
         cos, sin = round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
     if full:
         return _full_width(cos, spec.layout, xp), _full_width(sin, spec.layout, xp)
+    return cos, sin
+
+
+def _exact_backend() -> ModuleType:
+    """The exact backend's module, loaded by name (it needs mpmath)."""
+    from rope_ref._engine.dispatch import load_backend  # kernels load through the registry
+
+    return load_backend("exact")
+
+
+def _exact_cos_sin(
+    spec: RopeSpec, p: Array, seq_len: float | None, role: Role | None, name: str
+) -> tuple[Array, Array]:
+    """Correctly rounded host tables in format `name`, as float64 NumPy arrays."""
+    module = _exact_backend()
+    if name not in ("float64", "float32", "float16", "bfloat16"):
+        msg = (
+            "`dtype` must be float64, float32, float16 or bfloat16 with backend='exact' "
+            f"(the formats it rounds to); got {name}."
+        )
+        raise TypeError(msg)
+    cos, sin = module.cos_sin(spec, np.asarray(to_numpy(p)), seq_len, role, name)
     return cos, sin
 
 

@@ -6,12 +6,13 @@ import math
 from types import ModuleType
 
 from rope_ref._core import reference
-from rope_ref._core.aliases import Array, Role
+from rope_ref._core.aliases import TABLE_BACKENDS, Array, Role, TableBackend
 from rope_ref._core.compat import device
 from rope_ref._core.frequencies import move_tables, tables
 from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import check_real
+from rope_ref._core.validation import check_choice, check_real
 from rope_ref._engine.api import _check_x, _resolve_spec, laid_out_positions
+from rope_ref._engine.dispatch import load_backend
 
 __all__ = ["rerotate"]
 
@@ -27,6 +28,7 @@ def rerotate(
     offset: float = 0,
     seq_axis: int = -2,
     role: Role | None = None,
+    backend: TableBackend = "reference",
 ) -> Array:
     r"""Turn RoPE at `from_seq_len`'s frequencies into RoPE at `to_seq_len`'s, exactly.
 
@@ -54,6 +56,13 @@ def rerotate(
         As for `rope_ref.apply_rope`.
     role : {"query", "key"}, optional
         Required when ``spec.xpos`` is set.
+    backend : {"reference", "exact"}, default "reference"
+        ``"reference"`` builds :math:`z_{to} / z_{from}` in float64 as above. ``"exact"``
+        multiplies each pair by the real number :math:`z_{to} / z_{from}` (the inverse of
+        the old map composed with the new one in real arithmetic: a rotation by the exact
+        angle difference :math:`p\,(\omega^{to}_j - \omega^{from}_j)`, scaled by the exact
+        ratio of the scales) and rounds once to x's dtype (needs mpmath; see the Precision
+        page).
 
     Returns
     -------
@@ -73,11 +82,16 @@ def rerotate(
     """
     from_seq_len = _check_length("from_seq_len", from_seq_len)
     to_seq_len = _check_length("to_seq_len", to_seq_len)
+    backend = check_choice("backend", backend, TABLE_BACKENDS)
     xp = _check_x(x, "x")
     spec = _resolve_spec(check_spec(spec), x)
     p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
     c0, s0 = tables(spec, p, xp=pxp, seq_len=from_seq_len, role=role)
     c1, s1 = tables(spec, p, xp=pxp, seq_len=to_seq_len, role=role)
+    if backend == "exact":  # the same checks as above, then the real composite
+        return load_backend("exact").rerotate(
+            x, spec, p, from_seq_len=from_seq_len, to_seq_len=to_seq_len, role=role, xp=xp
+        )
     cos, sin = _divide(c1, s1, c0, s0, xp=pxp)
     if pxp is not xp:
         cos, sin = move_tables(cos, sin, xp=xp, dev=device(x))

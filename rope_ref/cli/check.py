@@ -134,8 +134,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         type=float,
         default=None,
         metavar="N",
-        help="also require the probe's results within N ulps of the correctly rounded RoPE "
-        "(needs mpmath)",
+        help="also require every result (each drawn example and the probe) within N ulps of "
+        "the correctly rounded RoPE (needs mpmath)",
     )
     run.add_argument("--device", default="cpu", help="torch device for torch arrays (cpu)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds per call (60)")
@@ -313,4 +313,7 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
 def _ulps_lines(report: Any) -> list[str]:
     if report.max_ulps is None:
         return []
-    return [f"  errors in ulps: at most {report.max_ulps:.3g} on the probe"]
+    return [
+        f"  errors in ulps: at most {report.max_ulps:.3g} over the {report.examples} "
+        "examples and the probe"
+    ]

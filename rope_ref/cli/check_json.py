@@ -14,7 +14,8 @@ def outcome_json(target: str, outcome: Any, exit_status: int) -> str:
     Keys: ``target``, ``verdict`` (``conformant``, ``mismatch``, ``error``,
     ``not_checkable``, or the supervisor's failure kind when there is no report),
     ``exit_status``, and with a report ``examples``, ``layout``, ``max_error``,
-    ``max_tolerance_share``, ``max_ulps`` (null without ``--max-ulps``), ``precision``,
+    ``max_tolerance_share``, ``max_ulps`` (the largest over the examples and the probe;
+    null without ``--max-ulps``), ``precision``,
     ``max_angle_error``, ``checkable_to``,
     ``cause`` and ``diagnosis`` (or null), ``counterexample``, ``worst``, ``error``,
     ``details`` and ``reproducer`` (the Python text, or null).

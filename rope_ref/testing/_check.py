@@ -44,15 +44,31 @@ class Evaluation:
     comparisons: list[tuple[str, Comparison]] = field(default_factory=list)
     error: BaseException | None = None
     output_error: str | None = None
+    max_ulps: float | None = None  # largest ulp error of the results, once judged in ulps
+    ulps_failure: str | None = None  # the worst element, when over the bound in ulps
 
     @property
     def ok(self) -> bool:
-        """Whether the call returned results that all match the oracle."""
+        """Whether the call returned results that all match the oracle (in ulps too)."""
         return (
             self.error is None
             and self.output_error is None
+            and self.ulps_failure is None
             and all(c.ok for _, c in self.comparisons)
         )
+
+    def judge_ulps(self, max_ulps: float) -> None:
+        """Measure the results' errors in ulps; note the worst element if over `max_ulps`."""
+        from rope_ref.testing._ulps import check_ulps, ulp_errors
+
+        for label, c in self.comparisons:
+            worst = float(np.max(ulp_errors(c), initial=0.0))
+            self.max_ulps = max(worst, self.max_ulps or 0.0)
+            if worst > max_ulps and self.ulps_failure is None:
+                try:
+                    check_ulps(c, max_ulps)
+                except AssertionError as err:
+                    self.ulps_failure = f"{label}: {err}"
 
     def worst(self) -> tuple[str, Comparison] | None:
         """The compared output with the largest error relative to its tolerance."""
@@ -81,7 +97,7 @@ class Report:
     details: list[str] = field(default_factory=list)
     checkable_to: int | None = None  # largest checkable position, when less than asked
     reproducer: list[str] | None = None  # Python lines that replay the counterexample
-    max_ulps: float | None = None  # largest ulp error on the probe (with --max-ulps)
+    max_ulps: float | None = None  # largest ulp error, probe and examples (with --max-ulps)
 
     @property
     def exit_status(self) -> int:
@@ -176,9 +192,12 @@ class _Stats:
     max_ratio: float = 0.0
     precision: int = 0  # index into PRECISION_CLASSES: the coarsest seen
     max_angle_error: float = 0.0
+    max_ulps: float | None = None
 
     def add(self, ev: Evaluation) -> None:
         self.examples += 1
+        if ev.max_ulps is not None:
+            self.max_ulps = max(ev.max_ulps, self.max_ulps or 0.0)
         for _, c in ev.comparisons:
             if c.error.size:
                 self.max_error = max(self.max_error, float(np.max(c.error)))
@@ -211,6 +230,8 @@ def search(
     @given(drawn_cases(cfg))
     def run(case: Case) -> None:
         ev = evaluate(fn, cfg, spec, case)
+        if cfg.max_ulps is not None and ev.ok:  # a result the tolerance accepts, in ulps
+            ev.judge_ulps(cfg.max_ulps)
         stats.add(ev)
         if not ev.ok:
             raise _MismatchError(case, ev)
@@ -357,6 +378,7 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         model=model,
     )
     if cfg.max_ulps is not None:
+        report.max_ulps = stats.max_ulps
         check_probe_ulps(fn, cfg, spec, report)
     if found is None:
         return report
@@ -368,6 +390,8 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     elif ev.output_error is not None:
         report.status = "error"
         report.error = ev.output_error
+    elif ev.ulps_failure is not None:  # within the tolerance, over the bound in ulps
+        report.worst = ev.ulps_failure
     else:
         try:
             report.diagnosis, report.worst = explain(fn, cfg, spec, found)
@@ -379,20 +403,19 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
 def check_probe_ulps(
     fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, report: Report
 ) -> None:
-    """Measure the probe case's errors in ulps; a result over ``cfg.max_ulps`` is a mismatch."""
-    from rope_ref.testing._ulps import check_ulps, ulp_errors
+    """Judge the probe case in ulps too; a result over ``cfg.max_ulps`` is a mismatch.
 
+    ``report.max_ulps`` becomes the largest ulp error of the probe and the drawn examples.
+    """
+    assert cfg.max_ulps is not None
     case = probe_case(cfg)
     ev = evaluate(fn, cfg, spec, case)
     if not ev.comparisons:
         return  # the call failed: the search reports that
-    report.max_ulps = max(float(np.max(ulp_errors(c), initial=0.0)) for _, c in ev.comparisons)
-    for label, c in ev.comparisons:
-        try:
-            check_ulps(c, cfg.max_ulps)
-        except AssertionError as err:
-            if report.status == "conformant":
-                report.status = "mismatch"
-                report.counterexample = case
-                report.worst = f"{label}: {err}"
-            return
+    ev.judge_ulps(cfg.max_ulps)
+    assert ev.max_ulps is not None
+    report.max_ulps = max(ev.max_ulps, report.max_ulps or 0.0)
+    if ev.ulps_failure is not None and report.status == "conformant":
+        report.status = "mismatch"
+        report.counterexample = case
+        report.worst = ev.ulps_failure

@@ -29,7 +29,7 @@ class CheckConfig:
     angle_dtype: str | None = None  # "float64": strict, float32-grade angles fail
     position_dtype: str | None = None  # the target rounds its own positions to this dtype
     result_dtype: str | None = None  # results allowed in this dtype (default: the input's)
-    max_ulps: float | None = None  # also hold the probe's results to this many ulps
+    max_ulps: float | None = None  # also hold every result to this many ulps
 
     @property
     def convention(self) -> str:

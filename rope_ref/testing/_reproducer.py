@@ -173,6 +173,7 @@ def reproducer(
         + (f", angle_dtype={cfg.model_angle_dtype!r}" if cfg.model_angle_dtype else "")
         + (f", position_dtype={cfg.position_dtype!r}" if cfg.position_dtype else "")
         + (f", dtype={cfg.result_dtype!r}" if cfg.result_dtype else "")
+        + (f", max_ulps={cfg.max_ulps!r}" if cfg.max_ulps is not None else "")
     )
     grid = _grid(case, calling, spec)
     for salt, (name, shape) in enumerate(inputs.items()):

@@ -9,8 +9,9 @@ from typing import Any
 
 __all__ = ["register"]
 
-#: Largest position the peers' caches (torchtune's) are built for.
-MAX_POSITION = 2**17 - 1
+#: Largest position surveyed: the peers that index a cos/sin cache (torchtune, litgpt,
+#: llama-models, mistral-inference, vLLM) get one of max_position + 1 rows, 256 MiB at 2**20.
+MAX_POSITION = 2**20 - 1
 PACKAGES = (
     "transformers",
     "rotary-embedding-torch",
@@ -45,7 +46,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "diagnosis of a mismatch. Missing packages are skipped with the reason. Exit "
         "status 0 (a survey reports, it does not judge); 2 for a usage error.",
     )
-    parser.add_argument("--max-position", type=int, default=131071, help="largest position")
+    parser.add_argument(
+        "--max-position",
+        type=int,
+        default=131071,
+        help=f"largest position (131071; at most {MAX_POSITION})",
+    )
     parser.add_argument("--only", action="append", choices=PACKAGES, help="survey only these")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument(
@@ -90,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
     if not 16 <= args.max_position <= MAX_POSITION:
         print(
             f"rope-ref survey: error: --max-position must be between 16 and {MAX_POSITION} "
-            f"(the peers' caches are built for it); got {args.max_position}.",
+            f"(the cos/sin caches of some peers are built that long); got {args.max_position}.",
             file=sys.stderr,
         )
         return 2

@@ -18,12 +18,9 @@ import numpy as np
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import fake_modules, import_alone
-from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
+from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch, cache_length
 
 __all__ = ["GROUP"]
-
-#: Positions the caches cover (the survey's largest position and one more).
-CACHE_LENGTH = 2**17
 
 _LLAMA3 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
 _LLAMA3_RULE = rules.Llama3(8.0, original_max_position=8192)
@@ -99,7 +96,7 @@ def _run(model: Any, options: dict[str, Any], x: np.ndarray, p: np.ndarray) -> n
 
     n_elem = options.pop("n_elem", HEAD_DIM)
     index = options.pop("rope_index", None)  # Config.rope_indices: 0 global, 1 local
-    cos, sin = model.build_rope_cache(CACHE_LENGTH, n_elem, **options)
+    cos, sin = model.build_rope_cache(cache_length(p), n_elem, **options)
     if index is not None:
         cos, sin = cos[..., index], sin[..., index]
     ids = torch.from_numpy(p)
@@ -126,7 +123,7 @@ def _run_interleave(model: Any, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """`apply_rope_interleave`: interleaved pairs read, written in half order."""
     import torch
 
-    cos, sin = model.build_rope_cache(CACHE_LENGTH, HEAD_DIM)
+    cos, sin = model.build_rope_cache(cache_length(p), HEAD_DIM)
     ids = torch.from_numpy(p)
     cos, sin = cos.index_select(0, ids)[None], sin.index_select(0, ids)[None]
     return _numpy(model.apply_rope_interleave(_torch(x), cos, sin))

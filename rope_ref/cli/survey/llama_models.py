@@ -16,11 +16,9 @@ import numpy as np
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._shims import fake_modules, import_alone
-from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
+from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch, cache_length
 
 __all__ = ["GROUP"]
-
-CACHE_LENGTH = 2**17
 
 
 def _load() -> Any:
@@ -44,9 +42,10 @@ def _entries() -> Iterator[Entry]:
             ),
         ),
     ):
-        table = model.precompute_freqs_cis(HEAD_DIM, CACHE_LENGTH, 500000.0, use_scaled=scaled)
 
-        def run(x: np.ndarray, p: np.ndarray, table: Any = table) -> np.ndarray:
+        def run(x: np.ndarray, p: np.ndarray, scaled: bool = scaled) -> np.ndarray:
+            length = cache_length(p)
+            table = model.precompute_freqs_cis(HEAD_DIM, length, 500000.0, use_scaled=scaled)
             t = _torch(np.swapaxes(x, 1, 2))  # Meta: (batch, seq, heads, dim)
             out, _ = model.apply_rotary_emb(t, t, table[_torch(p)])
             return np.swapaxes(_numpy(out), 1, 2)

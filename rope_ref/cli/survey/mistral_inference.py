@@ -16,11 +16,10 @@ from rope_ref._core.frequencies import inv_freq
 from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._given import GivenEntry
 from rope_ref.cli.survey._shims import import_alone
-from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch
+from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _torch, cache_length
 
 __all__ = ["GROUP"]
 
-CACHE_LENGTH = 2**17
 #: Pixtral's vision encoder: patch grid side (1024 px / 16 px patches) and rope_theta.
 PIXTRAL_SIDE, PIXTRAL_THETA = 64, 10000.0
 
@@ -41,9 +40,9 @@ def _grid(max_position: int) -> list[np.ndarray]:
 
 def _entries() -> Iterator[Entry]:
     rope = import_alone("mistral_inference.rope")
-    table = rope.precompute_freqs_cis(HEAD_DIM, CACHE_LENGTH, 1e6)
 
     def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        table = rope.precompute_freqs_cis(HEAD_DIM, cache_length(p), 1e6)
         t = _torch(np.swapaxes(x, 1, 2)).flatten(0, 1)  # (tokens, heads, dim)
         out, _ = rope.apply_rotary_emb(t, t, table[_torch(np.tile(p, x.shape[0]))])
         return np.swapaxes(_numpy(out).reshape(x.shape[0], -1, *x.shape[1:2], x.shape[3]), 1, 2)

@@ -23,7 +23,7 @@ import numpy as np
 from rope_ref import scaling as rules
 from rope_ref._core.spec import RopeSpec
 
-__all__ = ["GROUPS", "Entry", "Group"]
+__all__ = ["GROUPS", "Entry", "Group", "cache_length"]
 
 HEAD_DIM = 64
 Runner = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -75,6 +75,11 @@ def _torch(x: np.ndarray) -> Any:
 
 def _numpy(t: Any) -> np.ndarray:
     return np.asarray(t.detach().cpu().float().numpy())
+
+
+def cache_length(p: np.ndarray) -> int:
+    """Rows a peer's cos/sin cache needs for positions `p`: up to the largest one."""
+    return int(np.max(p, initial=0)) + 1
 
 
 # -- transformers -------------------------------------------------------------------------------
@@ -197,9 +202,9 @@ def _torchtune_entries() -> Iterator[Entry]:
             ),
         ),
     ):
-        module = cls(dim=HEAD_DIM, max_seq_len=2**17 + 1, base=int(spec.base))
 
-        def run(x: np.ndarray, p: np.ndarray, module: Any = module) -> np.ndarray:
+        def run(x: np.ndarray, p: np.ndarray, cls: Any = cls, base: float = spec.base) -> Any:
+            module = cls(dim=HEAD_DIM, max_seq_len=cache_length(p), base=int(base))
             t = _torch(np.swapaxes(x, 1, 2))  # torchtune: (batch, seq, heads, dim)
             ids = _torch(np.broadcast_to(p, (x.shape[0], p.shape[0])).copy())
             return np.swapaxes(_numpy(module(t, input_pos=ids)), 1, 2)
@@ -289,9 +294,9 @@ def _flash_attn_entries() -> Iterator[Entry]:
 
 def _vllm_entries() -> Iterator[Entry]:
     rotary = _quiet_import("vllm.model_executor.layers.rotary_embedding")
-    module = rotary.get_rope(HEAD_DIM, max_position=2**17 + 1, is_neox_style=True)
 
     def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        module = rotary.get_rope(HEAD_DIM, max_position=cache_length(p), is_neox_style=True)
         b, h, s, d = x.shape
         q = _torch(np.swapaxes(x, 1, 2).reshape(b * s, h * d))
         ids = _torch(np.tile(p, b))
