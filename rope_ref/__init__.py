@@ -11,13 +11,7 @@ use (``rr.scaling.YaRN``), so ``import rope_ref`` stays light.
 import importlib
 import types
 
-from rope_ref._core.frequencies import (
-    attention_factor,
-    inv_freq,
-    pair_axes,
-    rope_angles,
-    rope_cos_sin,
-)
+from rope_ref._core.frequencies import attention_factor, inv_freq, pair_axes
 from rope_ref._core.matrix import rotation_matrix
 from rope_ref._core.multiaxis import axial_freqs, mrope_positions, patch_positions
 from rope_ref._core.sinusoidal import sinusoidal_embedding
@@ -29,6 +23,7 @@ from rope_ref._engine.dispatch import available_backends
 from rope_ref._engine.layout import convert_layout, feature_order, permute_weights
 from rope_ref._engine.mixed import apply_rope_mixed
 from rope_ref._engine.rerotate import rerotate
+from rope_ref._engine.tables import rope_angles, rope_cos_sin
 
 __version__ = "0.1.0.dev0"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-from types import ModuleType
+from typing import Any
 
 import array_api_compat
 import numpy as np
 from numpy.typing import NDArray
 
-from rope_ref._core.aliases import ROLES, TABLE_BACKENDS, Array, ArrayNamespace, Role, TableBackend
+from rope_ref._core.aliases import ROLES, Array, ArrayNamespace, Role
 from rope_ref._core.compat import (
     all_finite,
     array_namespace,
@@ -32,6 +32,8 @@ __all__ = [
     "attention_factor",
     "check_seq_len",
     "check_table_size",
+    "full_width",
+    "given_positions",
     "inferred_seq_len",
     "inv_freq",
     "max_plus_one",
@@ -165,61 +167,13 @@ def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
     return axes
 
 
-def rope_angles(
-    spec: RopeSpec,
-    positions: Array,
-    seq_len: float | None = None,
-    *,
-    backend: TableBackend = "reference",
-) -> Array:
-    r"""Rotation angles :math:`\phi_{p,j} = p\,\theta_j` in float64.
-
-    Parameters
-    ----------
-    spec : RopeSpec
-        The embedding.
-    positions : array_like
-        Real positions, any shape (with a trailing axis of ``spec.n_axes`` for multi-axis
-        specs). Python numbers and sequences become NumPy arrays.
-    seq_len : float, optional
-        For length-dependent scalings; defaults to ``max(positions) + 1``.
-    backend : {"reference", "exact"}, default "reference"
-        ``"reference"``: the float64 product of the position (rounded to float64) and the
-        float64 inverse frequency. ``"exact"``: the real angle :math:`p\,\omega_j` (the
-        exact value of each position given, the spec's frequency formula as a real
-        number) rounded once to float64 (needs mpmath; see the Precision page).
-
-    Returns
-    -------
-    array
-        Shape ``grid + (spec.n_pairs,)`` in the namespace and on the device of `positions`,
-        float64. A namespace or device without float64 gets NumPy float64 instead.
-
-    Examples
-    --------
-    >>> import rope_ref as rr
-    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), [0, 1, 2]).tolist()
-    [[0.0, 0.0], [1.0, 0.01], [2.0, 0.02]]
-
-    Past :math:`2^{53}` the position given is not a float64; ``"exact"`` takes its exact
-    value, :math:`(2^{53} + 3) / 100`, and rounds once:
-
-    >>> p = [2**53 + 3]
-    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p, backend="exact")[0, 1].item()
-    90071992547409.95
-    >>> rr.rope_angles(rr.RopeSpec(head_dim=4), p)[0, 1].item()
-    90071992547409.97
-    """
-    backend = check_choice("backend", backend, TABLE_BACKENDS)
+def rope_angles(spec: RopeSpec, positions: Array, seq_len: float | None = None) -> Array:
+    """The reference's `rope_ref.rope_angles`: float64 products of float64 positions."""
     given, pxp, _, _ = _float64_positions(positions, spec)
     check_table_size(spec, given, "angles")
     p = pxp.astype(given, pxp.float64)
-    seq_len = _resolve_seq_len(spec, p, seq_len, pxp)
-    angles = _angles(spec, p, inv_freq(spec, seq_len), xp=pxp)  # refuses overflow
-    if backend == "reference":
-        return angles
-    exact = _exact_backend().angles(spec, np.asarray(to_numpy(given)), seq_len)
-    return pxp.asarray(exact, device=device(given))
+    theta = inv_freq(spec, _resolve_seq_len(spec, p, seq_len, pxp))
+    return _angles(spec, p, theta, xp=pxp)  # refuses overflow
 
 
 def rope_cos_sin(
@@ -230,96 +184,35 @@ def rope_cos_sin(
     *,
     role: Role | None = None,
     full: bool = False,
-    backend: TableBackend = "reference",
 ) -> tuple[Array, Array]:
-    r"""Cos and sin of the rotation angles, attention factor (and xPos scale) applied.
-
-    Computed in float64 and rounded once to `dtype` (exactly once also for float16 and
-    bfloat16, whose casts from float64 go through float32 in PyTorch, JAX and ml_dtypes).
-
-    Parameters
-    ----------
-    spec : RopeSpec
-        The embedding.
-    positions : array_like
-        As for `rope_angles`.
-    dtype : dtype, optional
-        A real floating dtype of the namespace of `positions` (for NumPy, anything
-        `numpy.dtype` reads, such as ``"float32"``); float64 by default (float32 where the
-        namespace or device has no float64).
-    seq_len : float, optional
-        For length-dependent scalings; defaults to ``max(positions) + 1``.
-    role : {"query", "key"}, optional
-        Required when ``spec.xpos`` is set: queries get the xPos scale, keys its inverse.
-    full : bool, default False
-        Full-width tables, one value per rotated feature, as HF's ``cos, sin`` are: each
-        pair's value at both of its features, so ``concat([c, c])`` for the ``"half"``
-        layout (HF's ``rotate_half``) and ``c0, c0, c1, c1, ...`` for ``"interleaved"``.
-    backend : {"reference", "exact"}, default "reference"
-        ``"reference"``: computed in float64 as above. ``"exact"``: :math:`A\,s\cos\phi`
-        and :math:`A\,s\sin\phi` of the real angle :math:`\phi = p\,\omega_j`, with the
-        attention factor :math:`A` and xPos scale :math:`s` as real numbers, each rounded
-        once (to nearest even) to `dtype`: float64, float32, float16 or bfloat16 (needs
-        mpmath; see the Precision page).
-
-    Returns
-    -------
-    cos, sin : array
-        Shape ``grid + (spec.n_pairs,)``, one value per pair (not repeated per feature);
-        ``grid + (spec.rotary_dim,)`` with ``full=True``.
-
-    Examples
-    --------
-    >>> import rope_ref as rr
-    >>> cos, sin = rr.rope_cos_sin(rr.RopeSpec(head_dim=2), [0.0])
-    >>> cos.tolist(), sin.tolist()
-    ([[1.0]], [[0.0]])
-    >>> cos, _ = rr.rope_cos_sin(rr.RopeSpec(head_dim=4), [1.0], full=True)
-    >>> cos.round(6).tolist()  # cos(1), cos(1/100), then again: HF's width
-    [[0.540302, 0.99995, 0.540302, 0.99995]]
-    """
+    """The reference's `rope_ref.rope_cos_sin`: float64 tables rounded once to `dtype`."""
     full = check_bool("full", full)
-    backend = check_choice("backend", backend, TABLE_BACKENDS)
     p, pxp, xp, dev = _float64_positions(positions, spec)
     dtype = _check_dtype(dtype, xp)
-    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)  # and the input checks
-    if backend == "exact":
-        target = dtype if dtype is not None else xp.float64 if pxp is xp else xp.float32
-        cos, sin = _exact_cos_sin(spec, p, seq_len, role, dtype_name(target))
-        cos, sin = move_tables(cos, sin, xp=xp, dev=dev, dtype=target)
-    elif pxp is not xp:
+    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    if pxp is not xp:
         cos, sin = move_tables(cos, sin, xp=xp, dev=dev, dtype=dtype)
     else:
         out_dtype = xp.float64 if dtype is None else dtype
         cos, sin = round_once(cos, out_dtype, xp=xp), round_once(sin, out_dtype, xp=xp)
     if full:
-        return _full_width(cos, spec.layout, xp), _full_width(sin, spec.layout, xp)
+        return full_width(cos, spec.layout, xp), full_width(sin, spec.layout, xp)
     return cos, sin
 
 
-def _exact_backend() -> ModuleType:
-    """The exact backend's module, loaded by name (it needs mpmath)."""
-    from rope_ref._engine.dispatch import load_backend  # kernels load through the registry
+def given_positions(
+    spec: RopeSpec, positions: Array, seq_len: float | None
+) -> tuple[NDArray[Any], float | None]:
+    """Host positions as given (validated, not rounded to float64), and the resolved seq_len.
 
-    return load_backend("exact")
-
-
-def _exact_cos_sin(
-    spec: RopeSpec, p: Array, seq_len: float | None, role: Role | None, name: str
-) -> tuple[Array, Array]:
-    """Correctly rounded host tables in format `name`, as float64 NumPy arrays."""
-    module = _exact_backend()
-    if name not in ("float64", "float32", "float16", "bfloat16"):
-        msg = (
-            "`dtype` must be float64, float32, float16 or bfloat16 with backend='exact' "
-            f"(the formats it rounds to); got {name}."
-        )
-        raise TypeError(msg)
-    cos, sin = module.cos_sin(spec, np.asarray(to_numpy(p)), seq_len, role, name)
-    return cos, sin
+    What correctly rounded tables are computed from.
+    """
+    given, pxp, _, _ = _float64_positions(positions, spec)
+    p = pxp.astype(given, pxp.float64)
+    return np.asarray(to_numpy(given)), _resolve_seq_len(spec, p, seq_len, pxp)
 
 
-def _full_width(table: Array, layout: str, xp: ArrayNamespace) -> Array:
+def full_width(table: Array, layout: str, xp: ArrayNamespace) -> Array:
     """One value per rotated feature: each pair's value at both of the pair's features."""
     if layout == "half":
         return xp.concat((table, table), axis=-1)
