@@ -136,7 +136,9 @@ def _resolve(path: str) -> object:
     for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
+        except ModuleNotFoundError as err:
+            if err.name is not None and err.name.split(".")[0] != "rope_ref":
+                return None  # the module exists and needs an optional dependency not installed
             continue
         for name in parts[cut:]:
             obj = getattr(obj, name)
