@@ -1,0 +1,61 @@
+"""Reading and writing HF configs where a planted mistake in rope_ref/_config/hf.py hides.
+
+Each test asserts what transformers' own code computes (its config classes and RoPE
+initialisers) or HF's documented arithmetic (``int(head_dim * partial_rotary_factor)``)
+written here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+
+def test_glm4_moe_odd_rotary_dim_one_below_head_dim_is_hf_own():
+    """Catches: an odd rotary size refused already when it is one below head_dim."""
+    pytest.importorskip("transformers")
+    from transformers import Glm4MoeConfig
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRotaryEmbedding
+
+    given = {"model_type": "glm4_moe", "hidden_size": 32, "num_attention_heads": 4,
+             "head_dim": 8, "partial_rotary_factor": 0.875, "rope_theta": 10000.0}  # fmt: skip
+    hf = Glm4MoeConfig(**{k: v for k, v in given.items() if k != "model_type"})
+    inv, _ = Glm4MoeRotaryEmbedding.compute_default_rope_parameters(hf)
+    spec = rr.RopeSpec.from_hf(given)
+    assert spec.head_dim == 8
+    assert spec.rotary_dim == 8  # int(8 * 0.875) = 7, rotated as 4 pairs
+    want = [1.0 / 10000.0 ** (2 * j / 7) for j in range(4)]  # arange(0, 7, 2) / 7
+    np.testing.assert_allclose(rr.inv_freq(spec), want, rtol=1e-15)
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+def test_a_family_size_key_pair_half_given_falls_back_to_hidden_size():
+    """Catches: the first (hidden, heads) key pair taken when only one of the two is there."""
+    pytest.importorskip("transformers")
+    from transformers import GPTJConfig
+
+    given = {"n_embd": 64, "hidden_size": 128, "num_attention_heads": 4, "rotary_dim": 8}
+    hf = GPTJConfig(**given)  # hidden_size and num_attention_heads are its aliases
+    spec = rr.RopeSpec.from_hf({"model_type": "gptj", **given})
+    assert spec.head_dim == hf.n_embd // hf.n_head == 32
+    assert spec.rotary_dim == hf.rotary_dim == 8
+
+
+def test_to_hf_writes_three_axis_m_rope_and_refuses_two_axes():
+    """Catches: the number of M-RoPE axes HF has (three) changed in `to_hf`'s check."""
+    config = rr.RopeSpec(16, sections=(2, 3, 3)).to_hf()
+    assert config["rope_parameters"]["mrope_section"] == [2, 3, 3]
+    with pytest.raises(ValueError, match=r"sections=\(4, 4\)"):
+        rr.RopeSpec(16, sections=(4, 4)).to_hf()
+    with pytest.raises(ValueError, match=r"sections=\(2, 2, 2, 2\)"):
+        rr.RopeSpec(16, sections=(2, 2, 2, 2)).to_hf()
+
+
+def test_to_hf_partial_rotary_factor_gives_the_rotary_dim_by_hf_arithmetic():
+    """Catches: a factor whose ``int(head_dim * factor)`` falls one short (e.g. 30 of 44)."""
+    for head_dim in range(2, 130):
+        for rotary_dim in range(2, head_dim, 2):
+            params = rr.RopeSpec(head_dim, rotary_dim=rotary_dim).to_hf()["rope_parameters"]
+            assert int(head_dim * params["partial_rotary_factor"]) == rotary_dim
