@@ -59,3 +59,23 @@ def test_to_hf_partial_rotary_factor_gives_the_rotary_dim_by_hf_arithmetic():
         for rotary_dim in range(2, head_dim, 2):
             params = rr.RopeSpec(head_dim, rotary_dim=rotary_dim).to_hf()["rope_parameters"]
             assert int(head_dim * params["partial_rotary_factor"]) == rotary_dim
+
+
+def test_phi3_reads_yarn_as_longrope_and_only_yarn():
+    """Catches: Phi-3's old name for LongRoPE ("yarn") applied to its other rope types."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    factors = {"short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 8.0]}
+    old = {"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4,
+           "max_position_embeddings": 256, "original_max_position_embeddings": 64,
+           "rope_scaling": {"type": "yarn", **factors}}  # fmt: skip
+    hf = transformers.Phi3Config(**{k: v for k, v in old.items() if k != "model_type"})
+    inv, factor = ROPE_INIT_FUNCTIONS[hf.rope_parameters["rope_type"]](hf, "cpu", seq_len=200)
+    spec = rr.RopeSpec.from_hf(old)
+    assert isinstance(spec.scaling, rr.scaling.LongRoPE)
+    np.testing.assert_allclose(rr.inv_freq(spec, seq_len=200), inv.double().numpy(), rtol=1e-6)
+    assert rr.attention_factor(spec, seq_len=200) == pytest.approx(float(factor), rel=1e-12)
+    plain = rr.RopeSpec.from_hf({"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4})
+    assert plain.scaling is None
+    np.testing.assert_allclose(rr.inv_freq(plain), [1e4 ** (-j / 4) for j in range(4)], rtol=1e-15)
