@@ -7,6 +7,8 @@ written here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -45,7 +47,7 @@ def test_a_family_size_key_pair_half_given_falls_back_to_hidden_size():
 
 def test_to_hf_writes_three_axis_m_rope_and_refuses_two_axes():
     """Catches: the number of M-RoPE axes HF has (three) changed in `to_hf`'s check."""
-    config = rr.RopeSpec(16, sections=(2, 3, 3)).to_hf()
+    config: Any = rr.RopeSpec(16, sections=(2, 3, 3)).to_hf()
     assert config["rope_parameters"]["mrope_section"] == [2, 3, 3]
     with pytest.raises(ValueError, match=r"sections=\(4, 4\)"):
         rr.RopeSpec(16, sections=(4, 4)).to_hf()
@@ -57,8 +59,9 @@ def test_to_hf_partial_rotary_factor_gives_the_rotary_dim_by_hf_arithmetic():
     """Catches: a factor whose ``int(head_dim * factor)`` falls one short (e.g. 30 of 44)."""
     for head_dim in range(2, 130):
         for rotary_dim in range(2, head_dim, 2):
-            params = rr.RopeSpec(head_dim, rotary_dim=rotary_dim).to_hf()["rope_parameters"]
-            assert int(head_dim * params["partial_rotary_factor"]) == rotary_dim
+            config: Any = rr.RopeSpec(head_dim, rotary_dim=rotary_dim).to_hf()
+            factor = config["rope_parameters"]["partial_rotary_factor"]
+            assert int(head_dim * factor) == rotary_dim
 
 
 def test_phi3_reads_yarn_as_longrope_and_only_yarn():
