@@ -82,3 +82,67 @@ def test_phi3_reads_yarn_as_longrope_and_only_yarn():
     plain = rr.RopeSpec.from_hf({"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4})
     assert plain.scaling is None
     np.testing.assert_allclose(rr.inv_freq(plain), [1e4 ** (-j / 4) for j in range(4)], rtol=1e-15)
+
+
+def test_the_reader_warns_about_unknown_keys_unless_asked_to_be_strict():
+    """Catches: `strict` on by default in the reader the survey sweep calls directly."""
+    from rope_ref._config.hf import spec_from_hf
+
+    given = {"hidden_size": 64, "num_attention_heads": 4, "rope_thetta": 5.0}
+    with pytest.warns(UserWarning, match="rope_thetta"):
+        spec = spec_from_hf(given)
+    assert spec == rr.RopeSpec(16)
+    with pytest.raises(ValueError, match="rope_thetta"):
+        spec_from_hf(given, strict=True)
+
+
+def test_text_config_is_read_only_when_the_outer_config_has_no_sizes():
+    """Catches: the outer config's head_dim passed over, or a text_config-only config not
+    read, by `from_hf` and `from_hf_layers`."""
+    assert rr.RopeSpec.from_hf({"head_dim": 32, "text_config": {"head_dim": 16}}).head_dim == 32
+    assert rr.RopeSpec.from_hf({"hidden_size": 128, "num_attention_heads": 4,
+                                "text_config": {"head_dim": 16}}).head_dim == 32  # fmt: skip
+    text = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    assert rr.RopeSpec.from_hf_layers({"text_config": text}) == (rr.RopeSpec(16),) * 2
+    outer = {"head_dim": 8, "num_hidden_layers": 3, "text_config": text}
+    assert rr.RopeSpec.from_hf_layers(outer) == (rr.RopeSpec(8),) * 3
+
+
+def test_gptj_rotary_dim_may_be_the_whole_head_and_no_more():
+    """Catches: GPT-J's ``rotary_dim`` refused when it equals the head size."""
+    given = {"model_type": "gptj", "n_embd": 64, "n_head": 4}
+    assert rr.RopeSpec.from_hf({**given, "rotary_dim": 16}).rotary_dim == 16
+    with pytest.raises(ValueError, match="rotary_dim"):
+        rr.RopeSpec.from_hf({**given, "rotary_dim": 18})
+
+
+def test_glm4_moe_odd_head_rotated_whole_is_refused_naming_the_factor():
+    """An odd head rotated whole would need a feature past the head: refused up front."""
+    given = {"model_type": "glm4_moe", "hidden_size": 28, "num_attention_heads": 4}
+    with pytest.raises(ValueError, match="`partial_rotary_factor` must be an even rotary"):
+        rr.RopeSpec.from_hf({**given, "partial_rotary_factor": 1.0})
+
+
+def test_gemma3_parameters_already_keyed_by_layer_type_win_over_the_legacy_key():
+    """Catches: keyed ``rope_parameters`` rebuilt from ``rope_local_base_freq``."""
+    given = {"model_type": "gemma3_text", "head_dim": 16,
+             "layer_types": ["sliding_attention", "full_attention"],
+             "rope_local_base_freq": 20000.0,
+             "rope_parameters": {
+                 "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}  # fmt: skip
+    sliding, full = rr.RopeSpec.from_hf_layers(given)
+    assert sliding == rr.RopeSpec(16, base=1e4)
+    assert full == rr.RopeSpec(16, base=1e6, scaling=rr.scaling.Linear(8.0))
+
+
+def test_embed_dim_sizes_the_head_only_for_axial_vision_rope():
+    """Catches: a text config's ``embed_dim`` taken for its hidden size."""
+    given = {"hidden_size": 64, "num_attention_heads": 4, "embed_dim": 256}
+    assert rr.RopeSpec.from_hf(given).head_dim == 16
+
+
+def test_a_class_default_theta_just_above_one_is_a_base():
+    """Catches: the lower bound of a class's ``default_theta`` moved off 1."""
+    given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": 1.5}
+    assert rr.RopeSpec.from_hf(given).base == 1.5
