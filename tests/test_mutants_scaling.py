@@ -42,3 +42,28 @@ def test_proportional_refuses_a_fraction_outside_zero_to_one(fraction):
     """Catches: the lower bound of the fraction of rotated pairs moved below 0."""
     with pytest.raises(ValueError, match="`partial_rotary_factor` must be between 0 and 1"):
         rr.scaling.Proportional(fraction)
+
+
+def test_ntk_rules_leave_the_attention_factor_at_one():
+    """Catches: a changed attention factor of NTK-aware and dynamic NTK (HF's is 1)."""
+    for rule in (rr.scaling.NTKAware(4.0), rr.scaling.DynamicNTK(2.0, max_position=16)):
+        for seq_len in (None, 8, 64):
+            assert rr.attention_factor(rr.RopeSpec(8, scaling=rule), seq_len=seq_len) == 1.0
+
+
+FACTORS = ([1.0, 1.5, 2.0, 3.0], [1.0, 2.0, 4.0, 8.0])
+
+
+@pytest.mark.parametrize("factor", [1.25, 1.5, 2.0, 4.0])
+def test_longrope_attention_factor_for_any_factor_above_one(factor):
+    """Catches: the factor-free case widened past 1 (sqrt(1 + ln s / ln L) for every s > 1)."""
+    spec = rr.RopeSpec(8, scaling=LongRoPE(*FACTORS, 4096, factor=factor))
+    want = np.sqrt(1.0 + np.log(factor) / np.log(4096.0))
+    assert rr.attention_factor(spec) == pytest.approx(want, rel=1e-15)
+
+
+@pytest.mark.parametrize("length", [1, 0.5, 0])
+def test_longrope_refuses_an_original_length_of_one_or_less(length):
+    """Catches: a length of 1 accepted (its log is the denominator of the attention factor)."""
+    with pytest.raises(ValueError, match="`original_max_position` must be greater than 1"):
+        LongRoPE(*FACTORS, length, factor=2.0)
