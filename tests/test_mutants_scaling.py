@@ -67,3 +67,50 @@ def test_longrope_refuses_an_original_length_of_one_or_less(length):
     """Catches: a length of 1 accepted (its log is the denominator of the attention factor)."""
     with pytest.raises(ValueError, match="`original_max_position` must be greater than 1"):
         LongRoPE(*FACTORS, length, factor=2.0)
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.25, 1.5, 2.0, 4.0, 40.0])
+def test_yarn_mscale_is_the_published_formula(factor):
+    """Catches: the factor below which YaRN's mscale is 1 moved off 1."""
+    want = 1.0 if factor <= 1.0 else 0.1 * np.log(factor) + 1.0
+    assert rr.scaling.yarn_mscale(factor) == pytest.approx(want, rel=1e-15)
+    spec = rr.RopeSpec(8, scaling=rr.scaling.YaRN(factor, 64))
+    assert rr.attention_factor(spec) == pytest.approx(want, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("head_dim", "base", "original"), [(64, 1e4, 64), (16, 10.0, 1000), (16, 1e4, 4096)]
+)
+def test_yarn_defaults_and_ramp_ends_are_hf_own(head_dim, base, original):
+    """Catches: a changed default beta_slow, or the ramp's top end clipped below dim - 1
+    (HF's ``min(high, dim - 1)``: reached with a small base and a long original length)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = {"rope_type": "yarn", "rope_theta": base, "factor": 4.0,
+              "original_max_position_embeddings": original}  # fmt: skip
+    config = transformers.LlamaConfig(head_dim=head_dim, hidden_size=4 * head_dim,
+                                      num_attention_heads=4, rope_parameters=params,
+                                      max_position_embeddings=4 * original)  # fmt: skip
+    inv, factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    rule = rr.scaling.YaRN(4.0, original)
+    assert rule.beta_slow == 1.0
+    assert rule.beta_fast == 32.0
+    spec = rr.RopeSpec(head_dim, base=base, scaling=rule)
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+    assert rr.attention_factor(spec) == pytest.approx(float(factor), rel=1e-6)
+
+
+@pytest.mark.parametrize("attention_factor", [None, 1.5])
+def test_yarn_mscale_ratio_must_be_positive_unless_the_factor_is_given(attention_factor):
+    """Catches: the ratio check skipped in the usual case (no attention_factor), or a
+    ratio of exactly 0 let through (mscale = -10 / ln(factor) makes the top 0)."""
+    zero_top = {"mscale": -10.0 / np.log(4.0), "mscale_all_dim": 1.0}
+    negative = {"mscale": 1.0, "mscale_all_dim": -100.0}
+    for mscales in (zero_top, negative):
+        if attention_factor is None:
+            with pytest.raises(ValueError, match="must give a finite positive attention"):
+                rr.scaling.YaRN(4.0, 64, **mscales)
+        else:  # the given factor wins; the mscales are not used
+            rule = rr.scaling.YaRN(4.0, 64, attention_factor=attention_factor, **mscales)
+            assert rule.attention_factor(seq_len=None) == attention_factor
