@@ -79,11 +79,13 @@ def test_yarn_mscale_is_the_published_formula(factor):
 
 
 @pytest.mark.parametrize(
-    ("head_dim", "base", "original"), [(64, 1e4, 64), (16, 10.0, 1000), (16, 1e4, 4096)]
+    ("head_dim", "base", "original"),
+    [(64, 1e4, 64), (16, 10.0, 1000), (16, 1e4, 4096), (16, 1e4, 6)],
 )
 def test_yarn_defaults_and_ramp_ends_are_hf_own(head_dim, base, original):
     """Catches: a changed default beta_slow, or the ramp's top end clipped below dim - 1
-    (HF's ``min(high, dim - 1)``: reached with a small base and a long original length)."""
+    (HF's ``min(high, dim - 1)``: reached with a small base and a long original length), or
+    HF's guard against a zero-width ramp changed (both ends 0 at an original length of 6)."""
     transformers = pytest.importorskip("transformers")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -106,8 +108,9 @@ def test_yarn_mscale_ratio_must_be_positive_unless_the_factor_is_given(attention
     """Catches: the ratio check skipped in the usual case (no attention_factor), or a
     ratio of exactly 0 let through (mscale = -10 / ln(factor) makes the top 0)."""
     zero_top = {"mscale": -10.0 / np.log(4.0), "mscale_all_dim": 1.0}
+    zero_bottom = {"mscale": 1.0, "mscale_all_dim": -10.0 / np.log(4.0)}  # ratio infinite
     negative = {"mscale": 1.0, "mscale_all_dim": -100.0}
-    for mscales in (zero_top, negative):
+    for mscales in (zero_top, zero_bottom, negative):
         if attention_factor is None:
             with pytest.raises(ValueError, match="must give a finite positive attention"):
                 rr.scaling.YaRN(4.0, 64, **mscales)
