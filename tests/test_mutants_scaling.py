@@ -117,3 +117,20 @@ def test_yarn_mscale_ratio_must_be_positive_unless_the_factor_is_given(attention
         else:  # the given factor wins; the mscales are not used
             rule = rr.scaling.YaRN(4.0, 64, attention_factor=attention_factor, **mscales)
             assert rule.attention_factor(seq_len=None) == attention_factor
+
+
+def test_a_divisor_whose_reciprocal_is_finite_is_accepted():
+    """Catches: the overflow check of a tiny factor made stricter than 1 / factor."""
+    for factor in (6e-309, 1e-308):  # 2 / factor overflows, 1 / factor does not
+        spec = rr.RopeSpec(2, scaling=Linear(factor))
+        assert rr.inv_freq(spec).tolist() == [1.0 / factor]
+    with pytest.raises(ValueError, match="must be at least 1 / \\(largest float64\\)"):
+        Linear(5e-309)
+
+
+def test_ntk_rules_on_a_single_pair_keep_its_frequency():
+    """Catches: the one-pair case (exponent 0, not 2j / (d - 2) = 0 / 0) lost."""
+    for rule in (rr.scaling.NTKAware(4.0), rr.scaling.DynamicNTK(2.0, max_position=16)):
+        spec = rr.RopeSpec(2, scaling=rule)
+        assert rr.inv_freq(spec, 64).tolist() == [1.0]
+    assert rr.inv_freq(rr.RopeSpec(4, scaling=rr.scaling.NTKAware(4.0))).tolist() == [1.0, 0.0025]
