@@ -29,3 +29,7 @@ def test_angle_error_and_tolerance_are_their_documented_formulas(phi):
         want = 3.0 * (roundings * eps32 + 4.0 * eps64 * (abs(phi) + 1.0))
         got = tolerance(eps32, max_angle=phi, magnitude=3.0, roundings=roundings)
         assert got == pytest.approx(want, rel=1e-15)
+    default = tolerance(eps32, max_angle=phi, magnitude=3.0)  # two roundings by default
+    assert default == pytest.approx(3.0 * (2 * eps32 + 4.0 * eps64 * (abs(phi) + 1.0)), rel=1e-15)
+    with pytest.raises(ValueError, match="`roundings`"):
+        tolerance(eps32, max_angle=phi, magnitude=3.0, roundings=0)
