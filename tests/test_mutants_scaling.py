@@ -110,7 +110,9 @@ def test_yarn_mscale_ratio_must_be_positive_unless_the_factor_is_given(attention
     zero_top = {"mscale": -10.0 / np.log(4.0), "mscale_all_dim": 1.0}
     zero_bottom = {"mscale": 1.0, "mscale_all_dim": -10.0 / np.log(4.0)}  # ratio infinite
     negative = {"mscale": 1.0, "mscale_all_dim": -100.0}
-    for mscales in (zero_top, zero_bottom, negative):
+    # 1.4e299 / 7.8e-16 overflows (their product would not)
+    overflow = {"mscale": 1e300, "mscale_all_dim": -10.0 / np.log(4.0) * (1 - 2.0**-50)}
+    for mscales in (zero_top, zero_bottom, negative, overflow):
         if attention_factor is None:
             with pytest.raises(ValueError, match="must give a finite positive attention"):
                 rr.scaling.YaRN(4.0, 64, **mscales)
