@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 
 import rope_ref as rr
@@ -33,3 +34,31 @@ def test_angle_error_and_tolerance_are_their_documented_formulas(phi):
     assert default == pytest.approx(3.0 * (2 * eps32 + 4.0 * eps64 * (abs(phi) + 1.0)), rel=1e-15)
     with pytest.raises(ValueError, match="`roundings`"):
         tolerance(eps32, max_angle=phi, magnitude=3.0, roundings=0)
+
+
+def test_only_mlx_arrays_are_read_as_mlx():
+    """Catches: any type named ``array`` (the standard library's) taken for MLX's."""
+    import array
+
+    from rope_ref._core.foreign import is_mlx_array
+
+    assert not is_mlx_array(array.array("d", [1.0, 2.0]))
+    with pytest.raises(TypeError, match="`x`"):
+        rr.apply_rope(array.array("d", [1.0, 2.0]))
+
+
+def test_mlx_bfloat16_rounds_once_from_float64():
+    """Catches: bfloat16 MLX input computed from float32 (the result then rounds twice).
+
+    At position 0 the result is the attention factor times x: 1 + 2**-8 + 2**-30 is above
+    the bfloat16 tie 1 + 2**-8 and rounds up to 1 + 2**-7; through float32 it lands on the
+    tie and rounds to even, 1.
+    """
+    mx = pytest.importorskip("mlx.core")
+    factor = 1 + 2.0**-8 + 2.0**-30
+    spec = rr.RopeSpec(2, scaling=rr.scaling.AttentionScale(factor))
+    got = rr.apply_rope(mx.ones((1, 2), dtype=mx.bfloat16), spec)
+    assert got.dtype == mx.bfloat16
+    assert got.astype(mx.float32).tolist() == [[1 + 2.0**-7, 1 + 2.0**-7]]
+    got32 = rr.apply_rope(mx.ones((1, 2), dtype=mx.float32), spec)
+    assert got32.tolist() == [[float(np.float32(factor))] * 2]  # float32: rounded once too
