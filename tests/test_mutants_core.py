@@ -62,3 +62,13 @@ def test_mlx_bfloat16_rounds_once_from_float64():
     assert got.astype(mx.float32).tolist() == [[1 + 2.0**-7, 1 + 2.0**-7]]
     got32 = rr.apply_rope(mx.ones((1, 2), dtype=mx.float32), spec)
     assert got32.tolist() == [[float(np.float32(factor))] * 2]  # float32: rounded once too
+
+
+def test_multi_axis_angles_of_batched_positions_read_the_last_axis():
+    """Catches: the axis of each pair's coordinate taken as 1 instead of -1 (the same for
+    (seq, 3) positions, not for (batch, seq, 3))."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))  # chunked: pairs 0-1 axis 0, 2-4 axis 1, ...
+    positions = np.random.default_rng(0).integers(0, 50, size=(2, 4, 3))
+    axis_of_pair = [0, 0, 1, 1, 1, 2, 2, 2]
+    want = positions[..., axis_of_pair] * rr.inv_freq(spec)
+    np.testing.assert_array_equal(rr.rope_angles(spec, positions), want)
