@@ -72,3 +72,18 @@ def test_multi_axis_angles_of_batched_positions_read_the_last_axis():
     axis_of_pair = [0, 0, 1, 1, 1, 2, 2, 2]
     want = positions[..., axis_of_pair] * rr.inv_freq(spec)
     np.testing.assert_array_equal(rr.rope_angles(spec, positions), want)
+
+
+def test_xpos_of_a_multi_axis_spec_scales_by_the_first_coordinate():
+    """Catches: the xPos scale read from another coordinate than the first (temporal) one."""
+    spec = rr.RopeSpec(8, sections=(2, 2), xpos=rr.XPos(4.0))  # pairs 0-1 axis 0, 2-3 axis 1
+    p = np.array([[0, 5], [1, 7], [2, 3]])
+    theta = rr.inv_freq(spec)
+    angles = p[:, [0, 0, 1, 1]] * theta
+    zeta = (2.0 * np.arange(4) + 0.4 * 8) / (1.4 * 8)
+    scale = zeta ** ((p[:, :1] - 10 // 2) / 4.0)  # queries: zeta ** ((p0 - floor(L / 2)) / s)
+    a = b = np.ones((3, 4))
+    c, s = scale * np.cos(angles), scale * np.sin(angles)
+    want = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    got = rr.apply_rope(np.ones((3, 8)), spec, p, role="query", seq_len=10)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
