@@ -87,3 +87,43 @@ def test_xpos_of_a_multi_axis_spec_scales_by_the_first_coordinate():
     want = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
     got = rr.apply_rope(np.ones((3, 8)), spec, p, role="query", seq_len=10)
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+def test_tables_built_on_the_host_round_once_to_bfloat16():
+    """Catches: host tables cast without rounding them onto the 16-bit grid first (JAX
+    without x64 builds them in NumPy float64, then casts through float32: twice)."""
+    jax = pytest.importorskip("jax")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import jax.numpy as jnp
+
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        factor = 1 + 2.0**-8 + 2.0**-30  # above the bfloat16 tie 1 + 2**-8, float32 lands on it
+        spec = rr.RopeSpec(2, scaling=rr.scaling.AttentionScale(factor))
+        cos, _ = rr.rope_cos_sin(spec, jnp.asarray([0, 1]), dtype=jnp.bfloat16)
+        assert cos.dtype == jnp.bfloat16
+        one = float(np.float64(factor * np.cos(1.0)).astype(ml_dtypes.bfloat16))
+        assert cos.astype(jnp.float32).tolist() == [[1 + 2.0**-7], [one]]
+        cos32, _ = rr.rope_cos_sin(spec, jnp.asarray([0, 1]))
+        assert cos32.dtype == jnp.float32
+        assert cos32.tolist() == [
+            [float(np.float32(factor))],
+            [float(np.float32(factor * np.cos(1.0)))],
+        ]
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+def test_offset_past_float64_is_refused_naming_it():
+    """Catches: an integer offset beyond float64's range let through (OverflowError)."""
+    for offset in (10**400, -(10**400)):
+        with pytest.raises(ValueError, match="`offset` must be finite"):
+            rr.apply_rope(np.ones((2, 4)), offset=offset)
+
+
+def test_an_inferred_seq_len_error_names_the_largest_position():
+    """Catches: the largest position misreported in the message (max + 1 - 1)."""
+    spec = rr.RopeSpec(4, scaling=rr.scaling.Linear(2.0))
+    with pytest.raises(ValueError, match=r"got `positions` up to -5\.0\. Pass `seq_len`"):
+        rr.apply_rope(np.ones((2, 4)), spec, np.array([-7, -5]))
