@@ -127,3 +127,36 @@ def test_an_inferred_seq_len_error_names_the_largest_position():
     spec = rr.RopeSpec(4, scaling=rr.scaling.Linear(2.0))
     with pytest.raises(ValueError, match=r"got `positions` up to -5\.0\. Pass `seq_len`"):
         rr.apply_rope(np.ones((2, 4)), spec, np.array([-7, -5]))
+
+
+def test_default_positions_of_a_multi_axis_spec_repeat_the_token_index_per_axis():
+    """Catches: the default (seq, n_axes) positions stacked the other way round."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))
+    for seq in (3, 5):
+        x = np.random.default_rng(seq).standard_normal((seq, 16))
+        angles = np.arange(seq)[:, None] * rr.inv_freq(spec)  # every coordinate = index
+        c, s = np.cos(angles), np.sin(angles)
+        a, b = x[:, :8], x[:, 8:]
+        want = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+        np.testing.assert_allclose(rr.apply_rope(x, spec), want, rtol=1e-14, atol=1e-15)
+
+
+def test_seq_axis_hint_only_for_one_or_two_dimensional_grids():
+    """Catches: a hint made for a 3-D grid, or without a seq_axis."""
+    from rope_ref._core.positions import seq_axis_hint
+
+    assert seq_axis_hint((16,), (2, 16, 8), 2) != ""
+    assert seq_axis_hint((2, 4, 16), (2, 16, 8), 2) == ""
+    assert seq_axis_hint((16,), (2, 16, 8), None) == ""
+
+
+def test_a_negative_offset_shifts_large_int64_positions_exactly():
+    """Catches: the fit test of a negative offset reversed, which sends sums that fit
+    through float64: 2**62 + 513 - 2 = 2**62 + 511 rounds once to 2**62, but rounding
+    2**62 + 513 first (to 2**62 + 1024) then subtracting 2 gives 2**62 + 1024."""
+    spec = rr.RopeSpec(2, freqs=[1.0])
+    x = np.array([[1.0, 0.0]])
+    got = rr.apply_rope(x, spec, np.array([2**62 + 513]), offset=-2)
+    phi = float(2**62 + 511)  # the exact sum, rounded once
+    assert phi == 2.0**62
+    np.testing.assert_allclose(got, [[np.cos(phi), np.sin(phi)]], rtol=1e-15, atol=1e-16)
