@@ -160,3 +160,54 @@ def test_a_negative_offset_shifts_large_int64_positions_exactly():
     phi = float(2**62 + 511)  # the exact sum, rounded once
     assert phi == 2.0**62
     np.testing.assert_allclose(got, [[np.cos(phi), np.sin(phi)]], rtol=1e-15, atol=1e-16)
+
+
+def test_output_layout_is_kept_only_when_it_differs_from_layout():
+    """Catches: the normalisation of ``output_layout`` inverted, or `written_layout` made a
+    method."""
+    crossed = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    assert crossed.output_layout == "half"
+    assert crossed.written_layout == "half"
+    same = rr.RopeSpec(8, layout="interleaved", output_layout="interleaved")
+    assert same.output_layout is None
+    assert same.written_layout == "interleaved"
+    assert rr.RopeSpec(8).written_layout == "half"
+
+
+class CustomXPos:
+    """An xPos rule of one's own: scale_base, zeta() and center()."""
+
+    def __init__(self, scale_base: float) -> None:
+        self.scale_base = scale_base
+
+    def zeta(self, rotary_dim: int) -> np.ndarray:
+        return rr.XPos().zeta(rotary_dim)
+
+    def center(self, seq_len: float) -> float:
+        return 0.0
+
+
+def test_xpos_rules_need_a_positive_scale_base():
+    """Catches: the sign test of a rule's scale_base inverted."""
+    assert rr.RopeSpec(8, xpos=rr.XPos(2.0)).xpos == rr.XPos(2.0)
+    custom = CustomXPos(3.0)
+    assert rr.RopeSpec(8, xpos=custom).xpos is custom
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=r"`xpos\.scale_base` must be positive"):
+            rr.RopeSpec(8, xpos=CustomXPos(bad))
+
+
+def test_interleaved_sections_fit_when_each_axis_last_pair_index_is_below_n_pairs():
+    """Axis k >= 1 takes pairs k + n_axes * m (axis 0 every other pair, as HF's Qwen3-VL
+    interleaves them); the last of them must be below n_pairs.
+
+    Catches: the boundary (last index == n_pairs) accepted, or the test inverted.
+    """
+    for sections in [(4, 2, 2), (2, 2, 2), (1, 1, 1), (3, 2, 2)]:
+        n_pairs, n_axes = sum(sections), len(sections)
+        fits = all(k + n_axes * (size - 1) < n_pairs for k, size in enumerate(sections) if k)
+        assert fits
+        rr.RopeSpec(2 * n_pairs, sections=sections, section_order="interleaved")
+    for sections in [(1, 2, 2), (1, 1, 2), (2, 3, 3)]:  # axis 2's last pair index >= n_pairs
+        with pytest.raises(ValueError, match="`sections` must fit the interleaved order"):
+            rr.RopeSpec(2 * sum(sections), sections=sections, section_order="interleaved")
