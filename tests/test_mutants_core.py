@@ -211,3 +211,13 @@ def test_interleaved_sections_fit_when_each_axis_last_pair_index_is_below_n_pair
     for sections in [(1, 2, 2), (1, 1, 2), (2, 3, 3)]:  # axis 2's last pair index >= n_pairs
         with pytest.raises(ValueError, match="`sections` must fit the interleaved order"):
             rr.RopeSpec(2 * sum(sections), sections=sections, section_order="interleaved")
+
+
+def test_patch_positions_merge_size_must_divide_both_last_sizes():
+    """Catches: only the height checked (a width of 3 with merge 2 cannot be blocked)."""
+    with pytest.raises(ValueError, match="`merge_size` must divide the last two sizes"):
+        rr.patch_positions((4, 3), merge_size=2)
+    with pytest.raises(ValueError, match="`merge_size` must divide the last two sizes"):
+        rr.patch_positions((3, 4), merge_size=2)
+    blocked = rr.patch_positions((2, 4), merge_size=2).tolist()  # 2x2 blocks, row-major
+    assert blocked == [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
