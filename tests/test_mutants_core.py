@@ -221,3 +221,40 @@ def test_patch_positions_merge_size_must_divide_both_last_sizes():
         rr.patch_positions((3, 4), merge_size=2)
     blocked = rr.patch_positions((2, 4), merge_size=2).tolist()  # 2x2 blocks, row-major
     assert blocked == [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+
+
+def test_multi_axis_builders_refuse_at_their_documented_limits():
+    """Catches: changed constants in the limits of axial_freqs and mrope_positions."""
+    with pytest.raises(ValueError, match=r"at most 32,768 pairs in all"):
+        rr.axial_freqs((2**14, 2**14 + 1))  # head_dim at most 2**16: 2**15 pairs
+    assert len(rr.axial_freqs((2, 2), base=1.5)) == 4  # any base above 1
+    with pytest.raises(ValueError, match="`base` must be greater than 1"):
+        rr.axial_freqs((2, 2), base=1.0)
+    # pixel frequencies reach pi * max_freq / 2, which must stay finite
+    assert max(rr.axial_freqs((2, 2), kind="pixel", max_freq=1e308)) == 1e308 / 2.0 * np.pi
+    with pytest.raises(ValueError, match="`max_freq` must keep the highest frequency"):
+        rr.axial_freqs((2, 2), kind="pixel", max_freq=1.5e308)
+    for segments in ([10**12], [5, (1, 10**6, 10**6)]):  # three coordinates per token
+        with pytest.raises(ValueError, match=r"x 3 = 3,000,000,000,0(00|15) values"):
+            rr.mrope_positions(segments)
+
+
+@pytest.mark.parametrize("form", ["rotate_half", "complex", "matrix"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_every_form_rotates_by_the_formula_and_writes_the_output_layout(form, inverse):
+    """Catches: the complex form turning the other way (``sin / 1j``), or the pairs not
+    rewritten in `output_layout`."""
+    x = np.random.default_rng(1).standard_normal((3, 8))
+    spec = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    phi = np.arange(3)[:, None] * rr.inv_freq(spec) * (-1.0 if inverse else 1.0)
+    if inverse:  # the inverse reads the pairs from the written (half) layout
+        a, b = x[:, :4], x[:, 4:]
+    else:
+        a, b = x[:, 0::2], x[:, 1::2]
+    first, second = a * np.cos(phi) - b * np.sin(phi), b * np.cos(phi) + a * np.sin(phi)
+    if inverse:  # and writes them back in the interleaved layout
+        want = np.stack([first, second], axis=-1).reshape(3, 8)
+    else:
+        want = np.concatenate([first, second], axis=-1)
+    got = rr.apply_rope(x, spec, form=form, inverse=inverse)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
