@@ -258,3 +258,43 @@ def test_every_form_rotates_by_the_formula_and_writes_the_output_layout(form, in
         want = np.concatenate([first, second], axis=-1)
     got = rr.apply_rope(x, spec, form=form, inverse=inverse)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+def test_records_grad_only_for_tensors_requiring_grad_with_grad_enabled():
+    """Catches: the test of requires_grad or of grad mode inverted."""
+    torch = pytest.importorskip("torch")
+    from rope_ref._core.compat import records_grad
+
+    assert not records_grad(np.ones(2))
+    assert not records_grad(torch.ones(2))
+    assert records_grad(torch.ones(2, requires_grad=True))
+    with torch.no_grad():
+        assert not records_grad(torch.ones(2, requires_grad=True))
+
+
+def test_all_finite_of_a_traced_array_is_unknown():
+    """Catches: a JAX tracer's missing values raised instead of reported as unknown."""
+    jax = pytest.importorskip("jax")
+    from array_api_compat import array_namespace
+
+    from rope_ref._core.compat import all_finite
+
+    seen = []
+
+    def probe(a):
+        seen.append(all_finite(a, array_namespace(a)))
+        return a
+
+    jax.jit(probe)(jax.numpy.ones(2))
+    assert seen == [None]
+    assert all_finite(np.array([1.0, np.inf]), array_namespace(np.ones(1))) is False
+
+
+@pytest.mark.parametrize("dtype", [complex, bool, str])
+def test_mixed_frequencies_must_be_real_numbers(dtype):
+    """Catches: complex (or string) frequencies let through when not boolean."""
+    from rope_ref._core.mixed import check_mixed_freqs
+
+    with pytest.raises(TypeError, match="`freqs` must hold real numbers"):
+        check_mixed_freqs(np.ones((2, 2)).astype(dtype))
+    assert check_mixed_freqs(np.ones((2, 2), dtype=np.int32)).dtype == np.float64
