@@ -1,0 +1,55 @@
+"""The engine's routing where a planted mistake in rope_ref/_engine hides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from rope_ref._engine import api
+from rope_ref._engine.table_cache import table_cache
+
+
+def test_numpy_calls_with_positions_go_through_the_table_cache(monkeypatch):
+    """Catches: the cache skipped for plain NumPy positions (or used only without a key)."""
+    keys = []
+    original = table_cache.get_or_build
+
+    def counting(key, build):
+        keys.append(key)
+        return original(key, build)
+
+    monkeypatch.setattr(table_cache, "get_or_build", counting)
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    spec = rr.RopeSpec(8)
+    first = rr.apply_rope(x, spec, np.arange(4) + 3)
+    second = rr.apply_rope(x, spec, np.arange(4) + 3)
+    assert len(keys) == 2
+    assert keys[0] is not None
+    assert keys[0] == keys[1]
+    np.testing.assert_array_equal(first, second)
+    rr.apply_rope(x, spec, [3, 4, 5, 6])  # a Python list: validated by the build, not cached
+    assert len(keys) == 2
+
+
+def test_auto_falls_back_to_the_reference_when_numba_is_missing(monkeypatch):
+    """Catches: a missing kernel module raised instead of "auto" taking the reference."""
+
+    def missing(name):
+        msg = f"No module named {name!r}"
+        raise ModuleNotFoundError(msg)
+
+    monkeypatch.setattr(api, "load_backend", missing)
+    monkeypatch.setattr(api, "unusable_reason", lambda name: "numba is not installed")
+    x = np.random.default_rng(1).standard_normal((3, 8))
+    got = rr.apply_rope(x, backend="auto")
+    np.testing.assert_array_equal(got, rr.apply_rope(x, backend="reference"))
+
+
+def test_auto_sends_only_cuda_arrays_to_the_cuda_kernel(monkeypatch):
+    """Catches: an array that is neither NumPy nor CUDA (array-api-strict, Dask) sent to
+    the CUDA kernel whenever it is usable."""
+    xp = pytest.importorskip("array_api_strict")
+    monkeypatch.setattr(api, "unusable_reason", lambda name: None)  # as if CuPy were there
+    x = xp.ones((3, 8), dtype=xp.float64)
+    assert api._resolve_backend("auto", x) == "reference"
