@@ -53,3 +53,21 @@ def test_auto_sends_only_cuda_arrays_to_the_cuda_kernel(monkeypatch):
     monkeypatch.setattr(api, "unusable_reason", lambda name: None)  # as if CuPy were there
     x = xp.ones((3, 8), dtype=xp.float64)
     assert api._resolve_backend("auto", x) == "reference"
+
+
+def test_feature_order_between_equal_layouts_is_the_identity():
+    """Catches: the identity order of src == dst broken (only the crossings were read)."""
+    for spec in (rr.RopeSpec(6), rr.RopeSpec(10, rotary_dim=4, rotary_start=2)):
+        for layout in ("half", "interleaved"):
+            assert rr.feature_order(spec, layout, layout) == list(range(spec.head_dim))
+
+
+def test_a_cleared_cache_holds_no_bytes():
+    """Catches: the byte count left over after `clear`, which then evicts too early."""
+    from rope_ref._engine.table_cache import TableCache
+
+    cache = TableCache(max_entries=None, max_bytes=1 << 20)
+    cache.get_or_build("a", lambda: (np.zeros(8), np.zeros(8)))
+    assert cache.nbytes > 0
+    cache.clear()
+    assert cache.nbytes == 0
