@@ -71,3 +71,28 @@ def test_a_cleared_cache_holds_no_bytes():
     assert cache.nbytes > 0
     cache.clear()
     assert cache.nbytes == 0
+
+
+def test_numba_fast_path_refuses_a_negative_seq_len_as_the_reference_does():
+    """The fast path's own seq_len test is backed by the tables' check: both refuse."""
+    pytest.importorskip("numba")
+    x = np.ones((3, 8))
+    for backend in ("reference", "numba", "auto"):
+        for seq_len in (-5.0, 0.0, -1):
+            with pytest.raises(ValueError, match="`seq_len` must be positive"):
+                rr.apply_rope(x, rr.RopeSpec(8), seq_len=seq_len, backend=backend)
+
+
+def test_numba_fast_path_shifts_offsets_below_2_62_exactly():
+    """Offsets near 2**61 are added exactly, block-cached or not: 2**61 + 767 + 1 is the tie
+    2**61 + 768 and rounds once to even, 2**61 + 1024; rounding the offset first (to
+    2**61 + 512) then adding 1 would give 2**61 + 512."""
+    pytest.importorskip("numba")
+    spec = rr.RopeSpec(2, freqs=[1.0])
+    x = np.tile([[1.0, 0.0]], (2, 1))
+    phi = np.array([float(2**61 + 767), float(2**61 + 768)])
+    assert phi[1] == 2.0**61 + 1024
+    want = np.stack([np.cos(phi), np.sin(phi)], axis=-1)
+    for backend in ("numba", "reference"):
+        got = rr.apply_rope(x, spec, offset=2**61 + 767, backend=backend)
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
