@@ -581,8 +581,8 @@ def _newest(
 def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) -> float:
     """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
     arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
-    tops = [max_plus_one(p, array_namespace(p)) for p in arrays]
-    return inferred_seq_len(max(tops) + float(check_offset(offset)))
+    tops = [max_plus_one(p, array_namespace(p)) for p in arrays if 0 not in p.shape]
+    return inferred_seq_len(max(tops, default=1.0) + float(check_offset(offset)))
 
 
 def _kernel_qk(

@@ -1,0 +1,148 @@
+"""Reading and writing HF configs where a planted mistake in rope_ref/_config/hf.py hides.
+
+Each test asserts what transformers' own code computes (its config classes and RoPE
+initialisers) or HF's documented arithmetic (``int(head_dim * partial_rotary_factor)``)
+written here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+
+def test_glm4_moe_odd_rotary_dim_one_below_head_dim_is_hf_own():
+    """Catches: an odd rotary size refused already when it is one below head_dim."""
+    pytest.importorskip("transformers")
+    from transformers import Glm4MoeConfig
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRotaryEmbedding
+
+    given = {"model_type": "glm4_moe", "hidden_size": 32, "num_attention_heads": 4,
+             "head_dim": 8, "partial_rotary_factor": 0.875, "rope_theta": 10000.0}  # fmt: skip
+    hf = Glm4MoeConfig(**{k: v for k, v in given.items() if k != "model_type"})
+    inv, _ = Glm4MoeRotaryEmbedding.compute_default_rope_parameters(hf)
+    spec = rr.RopeSpec.from_hf(given)
+    assert spec.head_dim == 8
+    assert spec.rotary_dim == 8  # int(8 * 0.875) = 7, rotated as 4 pairs
+    want = [1.0 / 10000.0 ** (2 * j / 7) for j in range(4)]  # arange(0, 7, 2) / 7
+    np.testing.assert_allclose(rr.inv_freq(spec), want, rtol=1e-15)
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+def test_a_family_size_key_pair_half_given_falls_back_to_hidden_size():
+    """Catches: the first (hidden, heads) key pair taken when only one of the two is there."""
+    pytest.importorskip("transformers")
+    from transformers import GPTJConfig
+
+    given = {"n_embd": 64, "hidden_size": 128, "num_attention_heads": 4, "rotary_dim": 8}
+    hf = GPTJConfig(**given)  # hidden_size and num_attention_heads are its aliases
+    spec = rr.RopeSpec.from_hf({"model_type": "gptj", **given})
+    assert spec.head_dim == hf.n_embd // hf.n_head == 32
+    assert spec.rotary_dim == hf.rotary_dim == 8
+
+
+def test_to_hf_writes_three_axis_m_rope_and_refuses_two_axes():
+    """Catches: the number of M-RoPE axes HF has (three) changed in `to_hf`'s check."""
+    config: Any = rr.RopeSpec(16, sections=(2, 3, 3)).to_hf()
+    assert config["rope_parameters"]["mrope_section"] == [2, 3, 3]
+    with pytest.raises(ValueError, match=r"sections=\(4, 4\)"):
+        rr.RopeSpec(16, sections=(4, 4)).to_hf()
+    with pytest.raises(ValueError, match=r"sections=\(2, 2, 2, 2\)"):
+        rr.RopeSpec(16, sections=(2, 2, 2, 2)).to_hf()
+
+
+def test_to_hf_partial_rotary_factor_gives_the_rotary_dim_by_hf_arithmetic():
+    """Catches: a factor whose ``int(head_dim * factor)`` falls one short (e.g. 30 of 44)."""
+    for head_dim in range(2, 130):
+        for rotary_dim in range(2, head_dim, 2):
+            config: Any = rr.RopeSpec(head_dim, rotary_dim=rotary_dim).to_hf()
+            factor = config["rope_parameters"]["partial_rotary_factor"]
+            assert int(head_dim * factor) == rotary_dim
+
+
+def test_phi3_reads_yarn_as_longrope_and_only_yarn():
+    """Catches: Phi-3's old name for LongRoPE ("yarn") applied to its other rope types."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    factors = {"short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 8.0]}
+    old = {"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4,
+           "max_position_embeddings": 256, "original_max_position_embeddings": 64,
+           "rope_scaling": {"type": "yarn", **factors}}  # fmt: skip
+    hf = transformers.Phi3Config(**{k: v for k, v in old.items() if k != "model_type"})
+    inv, factor = ROPE_INIT_FUNCTIONS[hf.rope_parameters["rope_type"]](hf, "cpu", seq_len=200)
+    spec = rr.RopeSpec.from_hf(old)
+    assert isinstance(spec.scaling, rr.scaling.LongRoPE)
+    np.testing.assert_allclose(rr.inv_freq(spec, seq_len=200), inv.double().numpy(), rtol=1e-6)
+    assert rr.attention_factor(spec, seq_len=200) == pytest.approx(float(factor), rel=1e-12)
+    plain = rr.RopeSpec.from_hf({"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4})
+    assert plain.scaling is None
+    np.testing.assert_allclose(rr.inv_freq(plain), [1e4 ** (-j / 4) for j in range(4)], rtol=1e-15)
+
+
+def test_the_reader_warns_about_unknown_keys_unless_asked_to_be_strict():
+    """Catches: `strict` on by default in the reader the survey sweep calls directly."""
+    from rope_ref._config.hf import spec_from_hf
+
+    given = {"hidden_size": 64, "num_attention_heads": 4, "rope_thetta": 5.0}
+    with pytest.warns(UserWarning, match="rope_thetta"):
+        spec = spec_from_hf(given)
+    assert spec == rr.RopeSpec(16)
+    with pytest.raises(ValueError, match="rope_thetta"):
+        spec_from_hf(given, strict=True)
+
+
+def test_text_config_is_read_only_when_the_outer_config_has_no_sizes():
+    """Catches: the outer config's head_dim passed over, or a text_config-only config not
+    read, by `from_hf` and `from_hf_layers`."""
+    assert rr.RopeSpec.from_hf({"head_dim": 32, "text_config": {"head_dim": 16}}).head_dim == 32
+    assert rr.RopeSpec.from_hf({"hidden_size": 128, "num_attention_heads": 4,
+                                "text_config": {"head_dim": 16}}).head_dim == 32  # fmt: skip
+    text = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    assert rr.RopeSpec.from_hf_layers({"text_config": text}) == (rr.RopeSpec(16),) * 2
+    outer = {"head_dim": 8, "num_hidden_layers": 3, "text_config": text}
+    assert rr.RopeSpec.from_hf_layers(outer) == (rr.RopeSpec(8),) * 3
+
+
+def test_gptj_rotary_dim_may_be_the_whole_head_and_no_more():
+    """Catches: GPT-J's ``rotary_dim`` refused when it equals the head size."""
+    given = {"model_type": "gptj", "n_embd": 64, "n_head": 4}
+    assert rr.RopeSpec.from_hf({**given, "rotary_dim": 16}).rotary_dim == 16
+    with pytest.raises(ValueError, match="rotary_dim"):
+        rr.RopeSpec.from_hf({**given, "rotary_dim": 18})
+
+
+def test_glm4_moe_odd_head_rotated_whole_is_refused_naming_the_factor():
+    """An odd head rotated whole would need a feature past the head: refused up front."""
+    given = {"model_type": "glm4_moe", "hidden_size": 28, "num_attention_heads": 4}
+    with pytest.raises(ValueError, match="`partial_rotary_factor` must be an even rotary"):
+        rr.RopeSpec.from_hf({**given, "partial_rotary_factor": 1.0})
+
+
+def test_gemma3_parameters_already_keyed_by_layer_type_win_over_the_legacy_key():
+    """Catches: keyed ``rope_parameters`` rebuilt from ``rope_local_base_freq``."""
+    given = {"model_type": "gemma3_text", "head_dim": 16,
+             "layer_types": ["sliding_attention", "full_attention"],
+             "rope_local_base_freq": 20000.0,
+             "rope_parameters": {
+                 "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}  # fmt: skip
+    sliding, full = rr.RopeSpec.from_hf_layers(given)
+    assert sliding == rr.RopeSpec(16, base=1e4)
+    assert full == rr.RopeSpec(16, base=1e6, scaling=rr.scaling.Linear(8.0))
+
+
+def test_embed_dim_sizes_the_head_only_for_axial_vision_rope():
+    """Catches: a text config's ``embed_dim`` taken for its hidden size."""
+    given = {"hidden_size": 64, "num_attention_heads": 4, "embed_dim": 256}
+    assert rr.RopeSpec.from_hf(given).head_dim == 16
+
+
+def test_a_class_default_theta_just_above_one_is_a_base():
+    """Catches: the lower bound of a class's ``default_theta`` moved off 1."""
+    given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": 1.5}
+    assert rr.RopeSpec.from_hf(given).base == 1.5

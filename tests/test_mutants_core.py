@@ -1,0 +1,300 @@
+"""Core rules where a planted mistake in rope_ref/_core hides."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+
+def test_xpos_default_scale_base_is_rotary_embedding_torch_own():
+    """Catches: a changed default ``scale_base`` (rotary-embedding-torch's is 512)."""
+    ret = pytest.importorskip("rotary_embedding_torch")
+    default = inspect.signature(ret.RotaryEmbedding).parameters["xpos_scale_base"].default
+    assert rr.XPos().scale_base == default == 512
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, -3.0, 1e4])
+def test_angle_error_and_tolerance_are_their_documented_formulas(phi):
+    """Catches: a changed constant in the error model's bounds (2 eps (|phi| + 1), and
+    magnitude (roundings eps + 2 angle_error))."""
+    from rope_ref._core.error_model import angle_error, tolerance
+
+    eps64, eps32 = 2.0**-52, 2.0**-23
+    assert angle_error(phi) == 2.0 * eps64 * (abs(phi) + 1.0)
+    assert angle_error(phi, angle_eps=eps32) == 2.0 * eps32 * (abs(phi) + 1.0)
+    for roundings in (1, 2, 3):
+        want = 3.0 * (roundings * eps32 + 4.0 * eps64 * (abs(phi) + 1.0))
+        got = tolerance(eps32, max_angle=phi, magnitude=3.0, roundings=roundings)
+        assert got == pytest.approx(want, rel=1e-15)
+    default = tolerance(eps32, max_angle=phi, magnitude=3.0)  # two roundings by default
+    assert default == pytest.approx(3.0 * (2 * eps32 + 4.0 * eps64 * (abs(phi) + 1.0)), rel=1e-15)
+    with pytest.raises(ValueError, match="`roundings`"):
+        tolerance(eps32, max_angle=phi, magnitude=3.0, roundings=0)
+
+
+def test_only_mlx_arrays_are_read_as_mlx():
+    """Catches: any type named ``array`` (the standard library's) taken for MLX's."""
+    import array
+
+    from rope_ref._core.foreign import is_mlx_array
+
+    assert not is_mlx_array(array.array("d", [1.0, 2.0]))
+    with pytest.raises(TypeError, match="`x`"):
+        rr.apply_rope(array.array("d", [1.0, 2.0]))
+
+
+def test_mlx_bfloat16_rounds_once_from_float64():
+    """Catches: bfloat16 MLX input computed from float32 (the result then rounds twice).
+
+    At position 0 the result is the attention factor times x: 1 + 2**-8 + 2**-30 is above
+    the bfloat16 tie 1 + 2**-8 and rounds up to 1 + 2**-7; through float32 it lands on the
+    tie and rounds to even, 1.
+    """
+    mx = pytest.importorskip("mlx.core")
+    factor = 1 + 2.0**-8 + 2.0**-30
+    spec = rr.RopeSpec(2, scaling=rr.scaling.AttentionScale(factor))
+    got = rr.apply_rope(mx.ones((1, 2), dtype=mx.bfloat16), spec)
+    assert got.dtype == mx.bfloat16
+    assert got.astype(mx.float32).tolist() == [[1 + 2.0**-7, 1 + 2.0**-7]]
+    got32 = rr.apply_rope(mx.ones((1, 2), dtype=mx.float32), spec)
+    assert got32.tolist() == [[float(np.float32(factor))] * 2]  # float32: rounded once too
+
+
+def test_multi_axis_angles_of_batched_positions_read_the_last_axis():
+    """Catches: the axis of each pair's coordinate taken as 1 instead of -1 (the same for
+    (seq, 3) positions, not for (batch, seq, 3))."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))  # chunked: pairs 0-1 axis 0, 2-4 axis 1, ...
+    positions = np.random.default_rng(0).integers(0, 50, size=(2, 4, 3))
+    axis_of_pair = [0, 0, 1, 1, 1, 2, 2, 2]
+    want = positions[..., axis_of_pair] * rr.inv_freq(spec)
+    np.testing.assert_array_equal(rr.rope_angles(spec, positions), want)
+
+
+def test_xpos_of_a_multi_axis_spec_scales_by_the_first_coordinate():
+    """Catches: the xPos scale read from another coordinate than the first (temporal) one."""
+    spec = rr.RopeSpec(8, sections=(2, 2), xpos=rr.XPos(4.0))  # pairs 0-1 axis 0, 2-3 axis 1
+    p = np.array([[0, 5], [1, 7], [2, 3]])
+    theta = rr.inv_freq(spec)
+    angles = p[:, [0, 0, 1, 1]] * theta
+    zeta = (2.0 * np.arange(4) + 0.4 * 8) / (1.4 * 8)
+    scale = zeta ** ((p[:, :1] - 10 // 2) / 4.0)  # queries: zeta ** ((p0 - floor(L / 2)) / s)
+    a = b = np.ones((3, 4))
+    c, s = scale * np.cos(angles), scale * np.sin(angles)
+    want = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    got = rr.apply_rope(np.ones((3, 8)), spec, p, role="query", seq_len=10)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+def test_tables_built_on_the_host_round_once_to_bfloat16():
+    """Catches: host tables cast without rounding them onto the 16-bit grid first (JAX
+    without x64 builds them in NumPy float64, then casts through float32: twice)."""
+    jax = pytest.importorskip("jax")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import jax.numpy as jnp
+
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        factor = 1 + 2.0**-8 + 2.0**-30  # above the bfloat16 tie 1 + 2**-8, float32 lands on it
+        spec = rr.RopeSpec(2, scaling=rr.scaling.AttentionScale(factor))
+        cos, _ = rr.rope_cos_sin(spec, jnp.asarray([0, 1]), dtype=jnp.bfloat16)
+        assert cos.dtype == jnp.bfloat16
+        one = float(np.float64(factor * np.cos(1.0)).astype(ml_dtypes.bfloat16))
+        assert cos.astype(jnp.float32).tolist() == [[1 + 2.0**-7], [one]]
+        cos32, _ = rr.rope_cos_sin(spec, jnp.asarray([0, 1]))
+        assert cos32.dtype == jnp.float32
+        assert cos32.tolist() == [
+            [float(np.float32(factor))],
+            [float(np.float32(factor * np.cos(1.0)))],
+        ]
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+def test_offset_past_float64_is_refused_naming_it():
+    """Catches: an integer offset beyond float64's range let through (OverflowError)."""
+    for offset in (10**400, -(10**400)):
+        with pytest.raises(ValueError, match="`offset` must be finite"):
+            rr.apply_rope(np.ones((2, 4)), offset=offset)
+
+
+def test_an_inferred_seq_len_error_names_the_largest_position():
+    """Catches: the largest position misreported in the message (max + 1 - 1)."""
+    spec = rr.RopeSpec(4, scaling=rr.scaling.Linear(2.0))
+    with pytest.raises(ValueError, match=r"got `positions` up to -5\.0\. Pass `seq_len`"):
+        rr.apply_rope(np.ones((2, 4)), spec, np.array([-7, -5]))
+
+
+def test_default_positions_of_a_multi_axis_spec_repeat_the_token_index_per_axis():
+    """Catches: the default (seq, n_axes) positions stacked the other way round."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))
+    for seq in (3, 5):
+        x = np.random.default_rng(seq).standard_normal((seq, 16))
+        angles = np.arange(seq)[:, None] * rr.inv_freq(spec)  # every coordinate = index
+        c, s = np.cos(angles), np.sin(angles)
+        a, b = x[:, :8], x[:, 8:]
+        want = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+        np.testing.assert_allclose(rr.apply_rope(x, spec), want, rtol=1e-14, atol=1e-15)
+
+
+def test_seq_axis_hint_only_for_one_or_two_dimensional_grids():
+    """Catches: a hint made for a 3-D grid, or without a seq_axis."""
+    from rope_ref._core.positions import seq_axis_hint
+
+    assert seq_axis_hint((16,), (2, 16, 8), 2) != ""
+    assert seq_axis_hint((2, 4, 16), (2, 16, 8), 2) == ""
+    assert seq_axis_hint((16,), (2, 16, 8), None) == ""
+
+
+def test_a_negative_offset_shifts_large_int64_positions_exactly():
+    """Catches: the fit test of a negative offset reversed, which sends sums that fit
+    through float64: 2**62 + 513 - 2 = 2**62 + 511 rounds once to 2**62, but rounding
+    2**62 + 513 first (to 2**62 + 1024) then subtracting 2 gives 2**62 + 1024."""
+    spec = rr.RopeSpec(2, freqs=[1.0])
+    x = np.array([[1.0, 0.0]])
+    got = rr.apply_rope(x, spec, np.array([2**62 + 513]), offset=-2)
+    phi = float(2**62 + 511)  # the exact sum, rounded once
+    assert phi == 2.0**62
+    np.testing.assert_allclose(got, [[np.cos(phi), np.sin(phi)]], rtol=1e-15, atol=1e-16)
+
+
+def test_output_layout_is_kept_only_when_it_differs_from_layout():
+    """Catches: the normalisation of ``output_layout`` inverted, or `written_layout` made a
+    method."""
+    crossed = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    assert crossed.output_layout == "half"
+    assert crossed.written_layout == "half"
+    same = rr.RopeSpec(8, layout="interleaved", output_layout="interleaved")
+    assert same.output_layout is None
+    assert same.written_layout == "interleaved"
+    assert rr.RopeSpec(8).written_layout == "half"
+
+
+class CustomXPos:
+    """An xPos rule of one's own: scale_base, zeta() and center()."""
+
+    def __init__(self, scale_base: float) -> None:
+        self.scale_base = scale_base
+
+    def zeta(self, rotary_dim: int) -> np.ndarray:
+        return rr.XPos().zeta(rotary_dim)
+
+    def center(self, seq_len: float) -> float:
+        return 0.0
+
+
+def test_xpos_rules_need_a_positive_scale_base():
+    """Catches: the sign test of a rule's scale_base inverted."""
+    assert rr.RopeSpec(8, xpos=rr.XPos(2.0)).xpos == rr.XPos(2.0)
+    custom = CustomXPos(3.0)
+    assert rr.RopeSpec(8, xpos=custom).xpos is custom
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=r"`xpos\.scale_base` must be positive"):
+            rr.RopeSpec(8, xpos=CustomXPos(bad))
+
+
+def test_interleaved_sections_fit_when_each_axis_last_pair_index_is_below_n_pairs():
+    """Axis k >= 1 takes pairs k + n_axes * m (axis 0 every other pair, as HF's Qwen3-VL
+    interleaves them); the last of them must be below n_pairs.
+
+    Catches: the boundary (last index == n_pairs) accepted, or the test inverted.
+    """
+    for sections in [(4, 2, 2), (2, 2, 2), (1, 1, 1), (3, 2, 2)]:
+        n_pairs, n_axes = sum(sections), len(sections)
+        fits = all(k + n_axes * (size - 1) < n_pairs for k, size in enumerate(sections) if k)
+        assert fits
+        rr.RopeSpec(2 * n_pairs, sections=sections, section_order="interleaved")
+    for sections in [(1, 2, 2), (1, 1, 2), (2, 3, 3)]:  # axis 2's last pair index >= n_pairs
+        with pytest.raises(ValueError, match="`sections` must fit the interleaved order"):
+            rr.RopeSpec(2 * sum(sections), sections=sections, section_order="interleaved")
+
+
+def test_patch_positions_merge_size_must_divide_both_last_sizes():
+    """Catches: only the height checked (a width of 3 with merge 2 cannot be blocked)."""
+    with pytest.raises(ValueError, match="`merge_size` must divide the last two sizes"):
+        rr.patch_positions((4, 3), merge_size=2)
+    with pytest.raises(ValueError, match="`merge_size` must divide the last two sizes"):
+        rr.patch_positions((3, 4), merge_size=2)
+    blocked = rr.patch_positions((2, 4), merge_size=2).tolist()  # 2x2 blocks, row-major
+    assert blocked == [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+
+
+def test_multi_axis_builders_refuse_at_their_documented_limits():
+    """Catches: changed constants in the limits of axial_freqs and mrope_positions."""
+    with pytest.raises(ValueError, match=r"at most 32,768 pairs in all"):
+        rr.axial_freqs((2**14, 2**14 + 1))  # head_dim at most 2**16: 2**15 pairs
+    assert len(rr.axial_freqs((2, 2), base=1.5)) == 4  # any base above 1
+    with pytest.raises(ValueError, match="`base` must be greater than 1"):
+        rr.axial_freqs((2, 2), base=1.0)
+    # pixel frequencies reach pi * max_freq / 2, which must stay finite
+    assert max(rr.axial_freqs((2, 2), kind="pixel", max_freq=1e308)) == 1e308 / 2.0 * np.pi
+    with pytest.raises(ValueError, match="`max_freq` must keep the highest frequency"):
+        rr.axial_freqs((2, 2), kind="pixel", max_freq=1.5e308)
+    for segments in ([10**12], [5, (1, 10**6, 10**6)]):  # three coordinates per token
+        with pytest.raises(ValueError, match=r"x 3 = 3,000,000,000,0(00|15) values"):
+            rr.mrope_positions(segments)
+
+
+@pytest.mark.parametrize("form", ["rotate_half", "complex", "matrix"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_every_form_rotates_by_the_formula_and_writes_the_output_layout(form, inverse):
+    """Catches: the complex form turning the other way (``sin / 1j``), or the pairs not
+    rewritten in `output_layout`."""
+    x = np.random.default_rng(1).standard_normal((3, 8))
+    spec = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    phi = np.arange(3)[:, None] * rr.inv_freq(spec) * (-1.0 if inverse else 1.0)
+    if inverse:  # the inverse reads the pairs from the written (half) layout
+        a, b = x[:, :4], x[:, 4:]
+    else:
+        a, b = x[:, 0::2], x[:, 1::2]
+    first, second = a * np.cos(phi) - b * np.sin(phi), b * np.cos(phi) + a * np.sin(phi)
+    if inverse:  # and writes them back in the interleaved layout
+        want = np.stack([first, second], axis=-1).reshape(3, 8)
+    else:
+        want = np.concatenate([first, second], axis=-1)
+    got = rr.apply_rope(x, spec, form=form, inverse=inverse)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+def test_records_grad_only_for_tensors_requiring_grad_with_grad_enabled():
+    """Catches: the test of requires_grad or of grad mode inverted."""
+    torch = pytest.importorskip("torch")
+    from rope_ref._core.compat import records_grad
+
+    assert not records_grad(np.ones(2))
+    assert not records_grad(torch.ones(2))
+    assert records_grad(torch.ones(2, requires_grad=True))
+    with torch.no_grad():
+        assert not records_grad(torch.ones(2, requires_grad=True))
+
+
+def test_all_finite_of_a_traced_array_is_unknown():
+    """Catches: a JAX tracer's missing values raised instead of reported as unknown."""
+    jax = pytest.importorskip("jax")
+    from array_api_compat import array_namespace
+
+    from rope_ref._core.compat import all_finite
+
+    seen = []
+
+    def probe(a):
+        seen.append(all_finite(a, array_namespace(a)))
+        return a
+
+    jax.jit(probe)(jax.numpy.ones(2))
+    assert seen == [None]
+    assert all_finite(np.array([1.0, np.inf]), array_namespace(np.ones(1))) is False
+
+
+@pytest.mark.parametrize("dtype", [complex, bool, str])
+def test_mixed_frequencies_must_be_real_numbers(dtype):
+    """Catches: complex (or string) frequencies let through when not boolean."""
+    from rope_ref._core.mixed import check_mixed_freqs
+
+    with pytest.raises(TypeError, match="`freqs` must hold real numbers"):
+        check_mixed_freqs(np.ones((2, 2)).astype(dtype))
+    assert check_mixed_freqs(np.ones((2, 2), dtype=np.int32)).dtype == np.float64
