@@ -7,6 +7,7 @@ written here.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -146,3 +147,59 @@ def test_a_class_default_theta_just_above_one_is_a_base():
     """Catches: the lower bound of a class's ``default_theta`` moved off 1."""
     given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": 1.5}
     assert rr.RopeSpec.from_hf(given).base == 1.5
+
+
+def _m_rope_family(family: str) -> tuple[Any, Any]:
+    """A text-config class and its rotary module, for model types without `mrope_section`."""
+    transformers = pytest.importorskip("transformers")
+    models = transformers.models
+    return {
+        "glm4v": (transformers.Glm4vTextConfig,
+                  models.glm4v.modeling_glm4v.Glm4vTextRotaryEmbedding),
+        "glm4v_moe": (transformers.Glm4vMoeTextConfig,
+                      models.glm4v_moe.modeling_glm4v_moe.Glm4vMoeTextRotaryEmbedding),
+        "qwen3_vl_moe": (transformers.Qwen3VLMoeTextConfig,
+                         models.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeTextRotaryEmbedding),
+        "qwen3_omni_moe": (
+            models.qwen3_omni_moe.configuration_qwen3_omni_moe.Qwen3OmniMoeTextConfig,
+            models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerTextRotaryEmbedding),
+        "qwen3_5": (transformers.Qwen3_5TextConfig,
+                    models.qwen3_5.modeling_qwen3_5.Qwen3_5TextRotaryEmbedding),
+    }[family]  # fmt: skip
+
+
+# Sizes whose rotated pairs HF's default sections fill exactly.
+_M_ROPE_SIZES = {
+    "glm4v": {"hidden_size": 256, "num_attention_heads": 4},  # 64 features, 32 pairs
+    "glm4v_moe": {"hidden_size": 512, "num_attention_heads": 4},  # half of 128 rotated
+    "qwen3_vl_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
+    "qwen3_omni_moe": {"hidden_size": 512, "num_attention_heads": 4},
+    "qwen3_5": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+}
+
+
+@pytest.mark.parametrize("family", sorted(_M_ROPE_SIZES))
+def test_m_rope_default_sections_are_the_hf_modules_own(family):
+    """Catches: any entry of a family's default `mrope_section` changed."""
+    config_cls, module_cls = _m_rope_family(family)
+    config = config_cls(**_M_ROPE_SIZES[family])
+    assert "mrope_section" not in config.rope_parameters
+    module = module_cls(config)
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.rotary_dim == 2 * module.inv_freq.numel()
+    assert spec.sections == tuple(module.mrope_section)
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5"])
+def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_default(family):
+    """Catches: the first entry of an interleaved family's default lowered by one (which
+    would make it fit a head one pair smaller than HF's default fills)."""
+    config_cls, module_cls = _m_rope_family(family)
+    sizes = dict(_M_ROPE_SIZES[family])
+    default = module_cls(config_cls(**sizes)).mrope_section
+    sizes["head_dim"] = int(sizes["head_dim"] * (2 * sum(default) - 2) / (2 * sum(default)))
+    config = config_cls(**sizes)
+    assert module_cls(config).inv_freq.numel() == sum(default) - 1
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
+        rr.RopeSpec.from_hf(config)
