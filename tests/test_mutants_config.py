@@ -203,3 +203,22 @@ def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_de
     assert module_cls(config).inv_freq.numel() == sum(default) - 1
     with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
         rr.RopeSpec.from_hf(config)
+
+
+def test_a_config_objects_per_layer_view_sizes_each_layer_types_rotation():
+    """Catches: a config object's ``per_layer_config`` (keyed by layer type) left unread."""
+    pytest.importorskip("transformers")
+    from transformers.models.dots3_note.configuration_dots3_note import Dots3NoteTextConfig
+
+    config = Dots3NoteTextConfig(swa_qk_nope_head_dim=224)  # sliding layers rotate 32 of 256
+    views = config.per_layer_config
+    assert (
+        views["sliding_attention"].qk_rope_head_dim != views["indexed_attention"].qk_rope_head_dim
+    )
+    for layer_type, spec in zip(
+        config.layer_types, rr.RopeSpec.from_hf_layers(config), strict=True
+    ):
+        assert spec is not None
+        # HF rotates the ``qk_rope_head_dim`` features split off each query and key head.
+        assert spec.head_dim == spec.rotary_dim == views[layer_type].qk_rope_head_dim
+        assert spec.base == config.rope_parameters[layer_type]["rope_theta"]
