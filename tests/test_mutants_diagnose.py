@@ -34,3 +34,57 @@ def test_a_larger_shift_is_estimated_in_either_direction(inverse):
     assert found is not None
     assert found.cause == "offset"
     assert "shifted by +5:" in found.message
+
+
+def test_a_table_of_n_positions_wrapped_past_64_turns_of_it_is_found():
+    """Catches: wrapped table lengths tried only for up to 63 wraps, and the table row at
+    the first failing position misread (its turn count, ``2 pi`` or the division by the
+    slowest frequency changed): the first failing position, 200003, is 64 x 3125 + 3,
+    past a thousand turns of the slowest pair."""
+    spec = rr.RopeSpec(8, base=100.0)  # slowest frequency 100**-0.75: 1006 turns at 200003
+    p = np.array([0, 500, 1000, 1500, 2000, 2500, 3000, 200003, 203128])
+    x = np.random.default_rng(7).uniform(-1.0, 1.0, (p.size, 8))
+    found = diagnose(rr.apply_rope(x, spec, p % 3125), x, spec, p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert "wrap around a table of 3125 positions (" in found.message
+
+
+def test_every_batch_row_at_row_0s_positions_is_named():
+    """Catches: the first row's positions taken as an empty slice (the check then fails)."""
+    spec = rr.RopeSpec(16)
+    p = np.stack([np.arange(5) + 3, np.arange(5) + 11])
+    x = np.random.default_rng(8).uniform(-1.0, 1.0, (2, 5, 16))
+    found = diagnose(rr.apply_rope(x, spec, np.broadcast_to(p[:1], p.shape)), x, spec, p)
+    assert found is not None
+    assert found.cause == "positions"
+    assert "positions of row 0" in found.message
+
+
+def test_an_unknown_multi_axis_mismatch_names_the_failing_rows_positions_per_axis():
+    """Catches: a multi-axis grid flattened to one row for the message (which then raises)."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))
+    rng = np.random.default_rng(9)
+    p = np.array([[1, 0, 2], [4, 6, 1], [8, 3, 5], [5, 7, 4], [2, 2, 3]])
+    x = rng.uniform(-1.0, 1.0, (5, 16))
+    wrong = rr.apply_rope(x, spec, p)
+    wrong[3] = rng.uniform(-1.0, 1.0, 16)  # one row of noise
+    found = diagnose(wrong, x, spec, p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert "failing rows sit at positions axis 0: 5 to 5, axis 1: 7 to 7, axis 2: 4 to 4" in (
+        found.message
+    )
+
+
+def test_a_tiny_scale_in_float16_is_an_attention_factor_despite_subnormal_rounding():
+    """Catches: the scale's tolerance shrunk with the ratio: float16 results near 1e-5 are
+    subnormal, rounded to steps of 2**-24 however small the ratio."""
+    spec = rr.RopeSpec(16)
+    p = np.arange(6) * 50
+    x = np.random.default_rng(10).uniform(-1.0, 1.0, (6, 16)).astype(np.float16)
+    scaled = (rr.apply_rope(x.astype(np.float32), spec, p) * np.float32(1e-5)).astype(np.float16)
+    assert np.any(np.abs(scaled) < np.finfo(np.float16).smallest_normal)
+    found = diagnose(scaled, x, spec, p)
+    assert found is not None
+    assert found.cause == "attention_factor"
