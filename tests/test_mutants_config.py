@@ -210,7 +210,8 @@ def test_a_config_objects_per_layer_view_sizes_each_layer_types_rotation():
     pytest.importorskip("transformers")
     from transformers.models.dots3_note.configuration_dots3_note import Dots3NoteTextConfig
 
-    config = Dots3NoteTextConfig(swa_qk_nope_head_dim=224)  # sliding layers rotate 32 of 256
+    make: Any = Dots3NoteTextConfig  # its sliding-layer keyword arguments are not typed
+    config = make(swa_qk_nope_head_dim=224)  # sliding layers rotate 32 of 256
     views = config.per_layer_config
     assert (
         views["sliding_attention"].qk_rope_head_dim != views["indexed_attention"].qk_rope_head_dim
