@@ -223,3 +223,26 @@ def test_a_config_objects_per_layer_view_sizes_each_layer_types_rotation():
         # HF rotates the ``qk_rope_head_dim`` features split off each query and key head.
         assert spec.head_dim == spec.rotary_dim == views[layer_type].qk_rope_head_dim
         assert spec.base == config.rope_parameters[layer_type]["rope_theta"]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "given"),
+    [
+        ("gptj", {"n_embd": 64, "num_attention_heads": 4, "rotary_dim": 8}),
+        ("gptj", {"hidden_size": 64, "n_head": 4, "rotary_dim": 8}),
+        ("gptj", {"n_embd": 64, "n_head": 4, "hidden_size": 128, "rotary_dim": 8}),
+        ("codegen", {"n_embd": 64, "num_attention_heads": 2, "rotary_dim": 8}),
+        ("dbrx", {"d_model": 64, "num_attention_heads": 8}),
+        ("dbrx", {"hidden_size": 64, "n_heads": 8, "d_model": 32}),
+    ],
+)
+def test_sizes_mixing_a_familys_own_names_and_the_common_ones_read_as_hf(model_type, given):
+    """HF's ``attribute_map`` makes ``hidden_size`` an alias of ``n_embd`` (``d_model``)
+    and ``num_attention_heads`` one of ``n_head`` (``n_heads``), each on its own; where
+    both names of one size are given, the common one wins."""
+    transformers = pytest.importorskip("transformers")
+    config_cls = transformers.AutoConfig.for_model(model_type).__class__
+    hf = config_cls(**given)
+    want = hf.hidden_size // hf.num_attention_heads
+    assert rr.RopeSpec.from_hf({"model_type": model_type, **given}).head_dim == want
+    assert rr.RopeSpec.from_hf(hf).head_dim == want
