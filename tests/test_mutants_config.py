@@ -7,6 +7,7 @@ written here.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -146,3 +147,102 @@ def test_a_class_default_theta_just_above_one_is_a_base():
     """Catches: the lower bound of a class's ``default_theta`` moved off 1."""
     given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": 1.5}
     assert rr.RopeSpec.from_hf(given).base == 1.5
+
+
+def _m_rope_family(family: str) -> tuple[Any, Any]:
+    """A text-config class and its rotary module, for model types without `mrope_section`."""
+    transformers = pytest.importorskip("transformers")
+    models = transformers.models
+    return {
+        "glm4v": (transformers.Glm4vTextConfig,
+                  models.glm4v.modeling_glm4v.Glm4vTextRotaryEmbedding),
+        "glm4v_moe": (transformers.Glm4vMoeTextConfig,
+                      models.glm4v_moe.modeling_glm4v_moe.Glm4vMoeTextRotaryEmbedding),
+        "qwen3_vl_moe": (transformers.Qwen3VLMoeTextConfig,
+                         models.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeTextRotaryEmbedding),
+        "qwen3_omni_moe": (
+            models.qwen3_omni_moe.configuration_qwen3_omni_moe.Qwen3OmniMoeTextConfig,
+            models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerTextRotaryEmbedding),
+        "qwen3_5": (transformers.Qwen3_5TextConfig,
+                    models.qwen3_5.modeling_qwen3_5.Qwen3_5TextRotaryEmbedding),
+    }[family]  # fmt: skip
+
+
+# Sizes whose rotated pairs HF's default sections fill exactly.
+_M_ROPE_SIZES = {
+    "glm4v": {"hidden_size": 256, "num_attention_heads": 4},  # 64 features, 32 pairs
+    "glm4v_moe": {"hidden_size": 512, "num_attention_heads": 4},  # half of 128 rotated
+    "qwen3_vl_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
+    "qwen3_omni_moe": {"hidden_size": 512, "num_attention_heads": 4},
+    "qwen3_5": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+}
+
+
+@pytest.mark.parametrize("family", sorted(_M_ROPE_SIZES))
+def test_m_rope_default_sections_are_the_hf_modules_own(family):
+    """Catches: any entry of a family's default `mrope_section` changed."""
+    config_cls, module_cls = _m_rope_family(family)
+    config = config_cls(**_M_ROPE_SIZES[family])
+    assert "mrope_section" not in config.rope_parameters
+    module = module_cls(config)
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.rotary_dim == 2 * module.inv_freq.numel()
+    assert spec.sections == tuple(module.mrope_section)
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5"])
+def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_default(family):
+    """Catches: the first entry of an interleaved family's default lowered by one (which
+    would make it fit a head one pair smaller than HF's default fills)."""
+    config_cls, module_cls = _m_rope_family(family)
+    sizes = dict(_M_ROPE_SIZES[family])
+    default = module_cls(config_cls(**sizes)).mrope_section
+    sizes["head_dim"] = int(sizes["head_dim"] * (2 * sum(default) - 2) / (2 * sum(default)))
+    config = config_cls(**sizes)
+    assert module_cls(config).inv_freq.numel() == sum(default) - 1
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
+        rr.RopeSpec.from_hf(config)
+
+
+def test_a_config_objects_per_layer_view_sizes_each_layer_types_rotation():
+    """Catches: a config object's ``per_layer_config`` (keyed by layer type) left unread."""
+    pytest.importorskip("transformers")
+    from transformers.models.dots3_note.configuration_dots3_note import Dots3NoteTextConfig
+
+    make: Any = Dots3NoteTextConfig  # its sliding-layer keyword arguments are not typed
+    config = make(swa_qk_nope_head_dim=224)  # sliding layers rotate 32 of 256
+    views = config.per_layer_config
+    assert (
+        views["sliding_attention"].qk_rope_head_dim != views["indexed_attention"].qk_rope_head_dim
+    )
+    for layer_type, spec in zip(
+        config.layer_types, rr.RopeSpec.from_hf_layers(config), strict=True
+    ):
+        assert spec is not None
+        # HF rotates the ``qk_rope_head_dim`` features split off each query and key head.
+        assert spec.head_dim == spec.rotary_dim == views[layer_type].qk_rope_head_dim
+        assert spec.base == config.rope_parameters[layer_type]["rope_theta"]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "given"),
+    [
+        ("gptj", {"n_embd": 64, "num_attention_heads": 4, "rotary_dim": 8}),
+        ("gptj", {"hidden_size": 64, "n_head": 4, "rotary_dim": 8}),
+        ("gptj", {"n_embd": 64, "n_head": 4, "hidden_size": 128, "rotary_dim": 8}),
+        ("codegen", {"n_embd": 64, "num_attention_heads": 2, "rotary_dim": 8}),
+        ("dbrx", {"d_model": 64, "num_attention_heads": 8}),
+        ("dbrx", {"hidden_size": 64, "n_heads": 8, "d_model": 32}),
+    ],
+)
+def test_sizes_mixing_a_familys_own_names_and_the_common_ones_read_as_hf(model_type, given):
+    """HF's ``attribute_map`` makes ``hidden_size`` an alias of ``n_embd`` (``d_model``)
+    and ``num_attention_heads`` one of ``n_head`` (``n_heads``), each on its own; where
+    both names of one size are given, the common one wins."""
+    transformers = pytest.importorskip("transformers")
+    config_cls = transformers.AutoConfig.for_model(model_type).__class__
+    hf = config_cls(**given)
+    want = hf.hidden_size // hf.num_attention_heads
+    assert rr.RopeSpec.from_hf({"model_type": model_type, **given}).head_dim == want
+    assert rr.RopeSpec.from_hf(hf).head_dim == want

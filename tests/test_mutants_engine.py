@@ -96,3 +96,68 @@ def test_numba_fast_path_shifts_offsets_below_2_62_exactly():
     for backend in ("numba", "reference"):
         got = rr.apply_rope(x, spec, offset=2**61 + 767, backend=backend)
         np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
+
+
+def _rotate_half(x: np.ndarray, positions: np.ndarray, base: float = 10000.0) -> np.ndarray:
+    """RoPE by its formula in float64: pair j of features (j, j + d/2) turned by p base^(-2j/d)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * base ** (
+        -2.0 * np.arange(n) / (2 * n)
+    )
+    a, b = x[..., :n], x[..., n:]
+    return np.concatenate([a * np.cos(angle) - b * np.sin(angle),
+                           b * np.cos(angle) + a * np.sin(angle)], axis=-1)  # fmt: skip
+
+
+def test_numba_jax_output_is_adopted_by_jax_without_a_copy(monkeypatch):
+    """Catches: outputs aligned to other than XLA's 64 bytes, which JAX then copies."""
+    pytest.importorskip("numba")
+    jnp = pytest.importorskip("jax.numpy")
+    from rope_ref._engine import jax_arrays
+
+    written = []
+    aligned_empty = jax_arrays.aligned_empty
+
+    def recorded(shape, dtype):
+        written.append(aligned_empty(shape, dtype))
+        return written[-1]
+
+    monkeypatch.setattr(jax_arrays, "aligned_empty", recorded)
+    rng = np.random.default_rng(3)
+    for seq in (5, 7, 11):
+        x = rng.standard_normal((seq, 8)).astype(np.float32)
+        y = rr.apply_rope(jnp.asarray(x), rr.RopeSpec(8), backend="numba")
+        assert y.unsafe_buffer_pointer() == written[-1].ctypes.data  # the kernel's own buffer
+        np.testing.assert_allclose(np.asarray(y), _rotate_half(x, np.arange(seq)), atol=2e-6)
+
+
+def test_numba_takes_jax_positions_of_any_dtype_and_key_positions():
+    """Catches: JAX positions (int or float) handed on unconverted, and keys' own positions
+    passed over when only they are given."""
+    pytest.importorskip("numba")
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 8)).astype(np.float32)
+    k = rng.standard_normal((5, 8)).astype(np.float32)
+    spec = rr.RopeSpec(8)
+    for p in (np.array([7, 2, 9, 0, 4], dtype=np.int32), np.array([3.0, 1, 4, 1, 5], np.float32)):
+        y = rr.apply_rope(jnp.asarray(k), spec, jnp.asarray(p), backend="numba")
+        np.testing.assert_allclose(np.asarray(y), _rotate_half(k, p), atol=1e-5)
+    k_positions = np.array([7, 2, 9, 0, 4])
+    for given in (k_positions, jnp.asarray(k_positions, dtype=jnp.int32)):
+        q_rot, k_rot = rr.apply_rope_qk(jnp.asarray(q), jnp.asarray(k), spec,
+                                        k_positions=given, backend="numba")  # fmt: skip
+        # Queries take the last two of the keys' positions, as when decoding.
+        np.testing.assert_allclose(np.asarray(q_rot), _rotate_half(q, [0, 4]), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(k_rot), _rotate_half(k, k_positions), atol=1e-5)
+
+
+def test_numba_refuses_a_bad_role_for_torch_tensors_as_for_numpy():
+    """Catches: PyTorch's short road taken for calls with a role, which it never checks."""
+    pytest.importorskip("numba")
+    torch = pytest.importorskip("torch")
+    for x in (np.ones((4, 8)), torch.ones(4, 8, dtype=torch.float64)):
+        for role in ("bogus", 3):
+            with pytest.raises(ValueError, match="`role` must be one of"):
+                rr.apply_rope(x, rr.RopeSpec(8), role=role, backend="numba")

@@ -32,7 +32,8 @@ class Family:
     interleave_flag: str | None = "rope_interleave"
     #: Keys holding the rotated head size, first present wins (before ``head_dim``).
     head_dim_keys: tuple[str, ...] = ("qk_rope_head_dim",)
-    #: (hidden size, head count) key pairs tried before hidden_size / num_attention_heads.
+    #: The family's own names of (hidden_size, num_attention_heads): HF's attribute_map
+    #: aliases, each read where the common name is absent.
     size_keys: tuple[tuple[str, str], ...] = ()
     #: HF rounds ``hidden_size // num_attention_heads`` down when they do not divide.
     floor_division: bool = False

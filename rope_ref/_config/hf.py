@@ -328,12 +328,14 @@ def _head_dim(
 
 
 def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> int:
-    pairs = [*family.size_keys, ("embed_dim" if vision and cfg.has("embed_dim") else "hidden_size",
-                                 "num_attention_heads")]  # fmt: skip
-    for hidden_key, heads_key in pairs:
-        hidden, heads = cfg.integer(hidden_key), cfg.integer(heads_key)
-        if hidden is not None and heads is not None:
-            break
+    """``hidden // heads``, each of the two read as HF's ``attribute_map`` reads it.
+
+    A family's own name (``n_embd``, ``n_head``) is an alias of the common one, which wins
+    when both are given.
+    """
+    hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
+    hidden_key, hidden = _first_given(cfg, [hidden_key, *(h for h, _ in family.size_keys)])
+    _, heads = _first_given(cfg, ["num_attention_heads", *(n for _, n in family.size_keys)])
     if hidden is None or heads is None:
         msg = (
             "`config` must give head_dim, or hidden_size and num_attention_heads; "
@@ -345,6 +347,15 @@ def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> 
         requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
         cfg.fail(hidden_key, requirement, hidden, ValueError)
     return hidden // heads
+
+
+def _first_given(cfg: ConfigReader, keys: list[str]) -> tuple[str, int | None]:
+    """The first of `keys` that `cfg` gives, and its integer value (the first key if none)."""
+    for key in keys:
+        value = cfg.integer(key)
+        if value is not None:
+            return key, value
+    return keys[0], None
 
 
 def _per_layer_safe(cfg: ConfigReader, key: str, *, raw: bool = False) -> Any:

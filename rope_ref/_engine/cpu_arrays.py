@@ -312,7 +312,7 @@ def _host(a: Any) -> Any:
     kind = array_kind(a)
     if kind == "torch" and a.device.type == "cpu" and not (a.is_neg() or a.is_conj()):
         return numpy_view(a) if a.dtype in _torch_views else a.detach().numpy()
-    if kind == "jax" and jax_arrays.usable(a):
+    if kind == "jax" and jax_arrays.on_one_cpu(a):
         return np.asarray(a)
     return a
 

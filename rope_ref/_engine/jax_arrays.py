@@ -22,7 +22,7 @@ import numpy as np
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.fast_path import numpy_kernel_call
 
-__all__ = ["JAX_ALIGNMENT", "adopt", "aligned_empty", "rotate", "rotate_qk", "usable"]
+__all__ = ["JAX_ALIGNMENT", "adopt", "aligned_empty", "on_one_cpu", "rotate", "rotate_qk", "usable"]
 
 #: Bytes the outputs are aligned to, so that JAX adopts them without a copy.
 JAX_ALIGNMENT = 64
@@ -41,6 +41,22 @@ def usable(x: Any) -> bool:
     if known is None:
         known = _kernel_dtypes[dtype] = dtype.name in _DTYPES
     return known and device.platform == "cpu"
+
+
+def on_one_cpu(x: Any) -> bool:
+    """Whether JAX array `x` (of any dtype: positions too) lives on one CPU device.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> on_one_cpu(jnp.arange(3))
+    True
+    """
+    try:
+        (device,) = x.sharding.device_set
+    except (AttributeError, ValueError):  # sharded over several devices
+        return False
+    return bool(device.platform == "cpu")
 
 
 #: Whether the kernel takes each dtype seen (a dtype's ``name`` costs microseconds).
