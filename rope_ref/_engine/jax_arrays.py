@@ -44,14 +44,7 @@ def usable(x: Any) -> bool:
 
 
 def on_one_cpu(x: Any) -> bool:
-    """Whether JAX array `x` (of any dtype: positions too) lives on one CPU device.
-
-    Examples
-    --------
-    >>> import jax.numpy as jnp
-    >>> on_one_cpu(jnp.arange(3))
-    True
-    """
+    """Whether JAX array `x` (of any dtype: positions too) lives on one CPU device."""
     try:
         (device,) = x.sharding.device_set
     except (AttributeError, ValueError):  # sharded over several devices
