@@ -60,3 +60,13 @@ def xp(request: pytest.FixtureRequest) -> ModuleType:
 def np_rng():
     numpy = importlib.import_module("numpy")
     return numpy.random.default_rng(20261121)
+
+
+@pytest.fixture(scope="session")
+def harness():
+    """The CUDA kernel compiled for the host by nvcc (tests/cuda_host); skips without nvcc."""
+    from tests.cuda_host import emulation
+
+    if emulation.nvcc() is None:
+        pytest.skip("nvcc is not on PATH: no host emulation of the CUDA kernel")
+    return emulation.shared_harness()

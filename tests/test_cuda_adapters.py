@@ -72,13 +72,6 @@ def jax_adapter(harness):
     return JaxStandIn()
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 def alive(refs):
     gc.collect()
     return sum(r() is not None for r in refs)

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from tests.cuda_host import emulation
 from tests.cuda_host.cases import CASES, DTYPES, LAYOUTS, assert_error_model, random_x, tables
 from tests.cuda_host.devices import to_host
 
@@ -39,13 +38,6 @@ def kernel():
     from rope_ref._engine.dispatch import load_backend
 
     return load_backend("cupy")
-
-
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH: no host emulation to compare bits with")
-    return emulation.shared_harness()
 
 
 def gpu_view_like(host_case_x):

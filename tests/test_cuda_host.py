@@ -32,13 +32,6 @@ from tests.cuda_host.cases import (
 pytestmark = pytest.mark.cuda_host
 
 
-@pytest.fixture(scope="session")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 @pytest.fixture
 def cuda():
     return emulation.launcher()

@@ -26,13 +26,6 @@ SPEC = rr.RopeSpec(head_dim=16)
 MOST_ROWS = tables_module.MAX_BYTES // (2 * 8 * 4)  # cos and sin, 8 float32 pairs a row
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 class TwoDevices(arrays_module.HostStandIn):  # type: ignore[misc, name-defined]
     """Stand-ins on device 0, but those whose memory lies in `second` (device 1)."""
 

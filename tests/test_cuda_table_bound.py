@@ -26,13 +26,6 @@ SPEC = rr.RopeSpec(head_dim=32, scaling=rr.scaling.DynamicNTK(4.0, max_position=
 STEPS = 300
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 class CountingHost(arrays_module.HostStandIn):  # type: ignore[misc, name-defined]
     """Records each copy to the device: synchronous ones, and those in a stream's order."""
 

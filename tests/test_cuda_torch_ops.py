@@ -94,13 +94,6 @@ class TorchOnHost(HostStandIn):  # type: ignore[misc, valid-type]
         return a.detach().numpy()
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 @pytest.fixture
 def device(harness):
     """CPU tensors as CUDA tensors, launched on the harness; fresh caches."""

@@ -44,13 +44,6 @@ def test_without_a_device_the_cuda_checks_say_so(monkeypatch):
                        "no CUDA-capable device is detected (stub CuPy))"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 class StreamHost(arrays_module.HostStandIn):  # type: ignore[misc, name-defined]
     """Stand-ins whose work runs on the stream the framework made current (or not)."""
 

@@ -37,13 +37,6 @@ tables_module = emulation.backend_module("cuda_tables")
 CAPACITY = tables_module.FIRST_ROWS
 
 
-@pytest.fixture(scope="module")
-def harness():
-    if emulation.nvcc() is None:
-        pytest.skip("nvcc is not on PATH")
-    return emulation.shared_harness()
-
-
 @pytest.fixture
 def device(harness):
     """NumPy arrays as device arrays, launched on the host harness; fresh caches."""
