@@ -198,3 +198,18 @@ def test_yarn_class_defaults_are_hf_own():
         assert declared[name] == want, name
         assert signature[name].default == want, name
         assert getattr(rule, name) == want, name
+
+
+def test_context_lengths_keep_their_fraction():
+    """Catches: a fractional context length truncated to an int (or a whole one kept as a
+    float): dynamic NTK at L_max = 10.5 and L = 21 has the ratio 1 + 2 (21 - 10.5) / 10.5 = 3,
+    where a truncated L_max = 10 would give 3.2."""
+    rule = rr.scaling.DynamicNTK(2.0, max_position=10.5)
+    assert rule.max_position == 10.5
+    j = np.arange(4)
+    want = 1e4 ** (-j / 4) * 3.0 ** (-2.0 * j / 6)
+    np.testing.assert_allclose(rr.inv_freq(rr.RopeSpec(8, scaling=rule), 21), want, rtol=1e-14)
+    assert rr.scaling.YaRN(4.0, 4096.5).original_max_position == 4096.5
+    for whole in (rr.scaling.DynamicNTK(2.0, 16.0).max_position,
+                  rr.scaling.YaRN(4.0, 4096.0).original_max_position):  # fmt: skip
+        assert type(whole) is int
