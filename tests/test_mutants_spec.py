@@ -1,0 +1,171 @@
+"""RopeSpec's validation, the default frequencies and the sinusoidal embedding: rules where
+a planted mistake hides.
+
+Expected values are the documented rules and formulas, written here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+
+
+def _interleaved_fits(sections: tuple[int, ...]) -> bool:
+    """The documented interleaved order: axis ``a >= 1`` takes pairs ``a, a + n, a + 2n,
+    ...`` (``n`` axes) while it has pairs left, axis 0 the rest; so each of the pairs of
+    axes 1 and up must exist."""
+    n_pairs, n_axes = sum(sections), len(sections)
+    return all(a + n_axes * (size - 1) < n_pairs for a, size in enumerate(sections) if a)
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [(1, 2), (2, 1), (1, 1), (2, 2, 2), (1, 1, 4), (2, 2, 3), (3, 2, 2), (24, 20, 20), (4, 2)],
+)
+def test_interleaved_sections_fit_exactly_when_every_pair_of_each_axis_exists(sections):
+    """Catches: the fit check's boundary moved (the last pair of an axis exactly one past
+    the end accepted, or a tight fit refused), an axis left out of it, or the check applied
+    to the chunked order, which takes any sections."""
+    head_dim = 2 * sum(sections)
+    if _interleaved_fits(sections):
+        spec = rr.RopeSpec(head_dim, sections=sections, section_order="interleaved")
+        assert spec.sections == sections
+    else:
+        with pytest.raises(ValueError, match="`sections` must fit the interleaved order"):
+            rr.RopeSpec(head_dim, sections=sections, section_order="interleaved")
+    assert rr.RopeSpec(head_dim, sections=sections).sections == sections  # chunked
+
+
+def test_axis_counts_follow_sections():
+    """Catches: a swapped test in `n_axes` or `position_axes` (1 and None without
+    sections, the number of sections with them)."""
+    plain = rr.RopeSpec(8)
+    assert (plain.n_axes, plain.position_axes) == (1, None)
+    multi = rr.RopeSpec(12, sections=(2, 2, 2))
+    assert (multi.n_axes, multi.position_axes) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("layout", "output_layout", "written", "stored"),
+    [
+        ("half", None, "half", None),
+        ("interleaved", None, "interleaved", None),
+        ("half", "half", "half", None),  # the same as layout: stored as None
+        ("interleaved", "interleaved", "interleaved", None),
+        ("interleaved", "half", "half", "half"),
+        ("half", "interleaved", "interleaved", "interleaved"),
+    ],
+)
+def test_output_layout_is_kept_only_when_it_differs(layout, output_layout, written, stored):
+    """Catches: an output layout equal to the read layout kept (two equal specs would then
+    compare and hash differently), a differing one dropped, or `written_layout` not
+    falling back to `layout`."""
+    spec = rr.RopeSpec(8, layout=layout, output_layout=output_layout)
+    assert spec.output_layout == stored
+    assert spec.written_layout == written
+    if stored is None:
+        assert spec == rr.RopeSpec(8, layout=layout)
+
+
+def test_output_layout_is_checked_like_layout():
+    """Catches: the output layout's check skipped."""
+    with pytest.raises(ValueError, match=re.escape("`output_layout` must be one of 'half'")):
+        rr.RopeSpec(8, output_layout="neox")
+
+
+def test_freqs_may_be_zero_but_must_be_one_dimensional():
+    """Catches: a zero frequency (a pair that never turns) refused, or a 2-D `freqs` of the
+    right count accepted (only one of the shape and the count checked)."""
+    assert rr.RopeSpec(4, freqs=(1.0, 0.0)).freqs == (1.0, 0.0)
+    assert rr.inv_freq(rr.RopeSpec(4, freqs=(0.0, 0.0))).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match=re.escape("`freqs` must have one entry per pair (2)")):
+        rr.RopeSpec(4, freqs=np.array([[1.0, 0.5]]))
+
+
+def test_freqs_refuse_a_scaling_rule():
+    """Catches: `freqs` with a scaling rule accepted (only a changed base refused)."""
+    with pytest.raises(ValueError, match="`freqs` replaces `base` and `scaling`"):
+        rr.RopeSpec(4, freqs=(1.0, 0.5), scaling=rr.scaling.Linear(2.0))
+
+
+@dataclass(frozen=True)
+class _XPos:
+    """An xPos rule with a chosen scale_base (rope_ref's own `XPos` refuses bad ones)."""
+
+    scale_base: float
+
+    def zeta(self, rotary_dim: int) -> np.ndarray:
+        return np.ones(rotary_dim // 2)
+
+    def center(self, seq_len: float) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("scale_base", [0.0, -1.0])
+def test_an_xpos_rule_needs_a_positive_scale_base(scale_base):
+    """Catches: a scale_base of 0 accepted (the exponent (p - c) / scale_base divides by it)."""
+    with pytest.raises(ValueError, match=re.escape("`xpos.scale_base` must be positive")):
+        rr.RopeSpec(8, xpos=_XPos(scale_base))
+    assert rr.RopeSpec(8, xpos=_XPos(1e-300)).xpos == _XPos(1e-300)
+
+
+def test_the_smallest_rotation_and_head():
+    """Catches: the smallest rotary_dim (2) or head_dim (1, refused as odd) moved: one pair
+    rotates by p, and a head of 1 or a rotary_dim of 1 is refused with the documented
+    minimum."""
+    spec = rr.RopeSpec(8, rotary_dim=2)
+    assert (spec.n_pairs, spec.rotary_stop) == (1, 2)
+    assert rr.inv_freq(spec).tolist() == [1.0]
+    with pytest.raises(ValueError, match=re.escape("`rotary_dim` must be at least 2; got 1.")):
+        rr.RopeSpec(8, rotary_dim=1)
+    with pytest.raises(ValueError, match=re.escape("`head_dim` must be at least 1; got 0.")):
+        rr.RopeSpec(0)
+
+
+def test_rotary_stop_is_start_plus_width():
+    """Catches: `rotary_stop` computed as start minus width."""
+    assert rr.RopeSpec(16, rotary_start=4, rotary_dim=8).rotary_stop == 12
+
+
+# --- sinusoidal embedding -------------------------------------------------------------
+
+
+def _sinusoidal(p: float, dim: int, base: float) -> list[float]:
+    """Vaswani et al.'s PE(p): sin and cos of p b^(-2i/d), interleaved."""
+    out: list[float] = []
+    for i in range(dim // 2):
+        angle = p * base ** (-2 * i / dim)
+        out += [math.sin(angle), math.cos(angle)]
+    return out
+
+
+def test_sinusoidal_embedding_of_the_smallest_width_and_any_shape():
+    """Catches: the smallest width (2) refused, or the output's leading shape lost for
+    positions of more than one axis."""
+    assert rr.sinusoidal_embedding([3.0], 2).tolist() == [[math.sin(3.0), math.cos(3.0)]]
+    positions = np.arange(6.0).reshape(2, 3)
+    got = rr.sinusoidal_embedding(positions, 6, base=100.0)
+    assert got.shape == (2, 3, 6)
+    want = [[_sinusoidal(p, 6, 100.0) for p in row] for row in positions.tolist()]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: rr.sinusoidal_embedding([1.0], 4, base=1.0), "`base` must be greater than 1"),
+        (lambda: rr.sinusoidal_embedding([1.0], 1), "`dim` must be at least 2; got 1."),
+        (lambda: rr.sinusoidal_embedding([1.0, 2.0], 2**62), "`positions` and `dim` too large"),
+    ],
+)
+def test_sinusoidal_embedding_refusals(call, message):
+    """Catches: a base of 1 accepted (every pair would turn at the same rate), the minimum
+    width moved, or the size check skipped (2 x 2**62 values exceed the 2**28 limit)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
