@@ -169,3 +169,67 @@ def test_sinusoidal_embedding_refusals(call, message):
     width moved, or the size check skipped (2 x 2**62 values exceed the 2**28 limit)."""
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+# --- frequencies and tables -----------------------------------------------------------
+
+
+def test_seq_len_must_be_positive():
+    """Catches: a seq_len of 0 accepted (the boundary of the positive check)."""
+    spec = rr.RopeSpec(8, scaling=rr.scaling.DynamicNTK(2.0, max_position=16))
+    with pytest.raises(ValueError, match=re.escape("`seq_len` must be positive; got 0.0.")):
+        rr.inv_freq(spec, 0)
+    assert rr.inv_freq(spec, 1e-300).tolist() == rr.inv_freq(rr.RopeSpec(8)).tolist()
+
+
+def test_inferred_seq_len_is_max_position_plus_one_and_positive():
+    """Catches: seq_len inferred for a spec without scaling (negative positions would then
+    be refused), or inferred other than as max(positions) + 1, or an inferred seq_len of
+    0 let through, or the refusal quoting the wrong largest position."""
+    plain = rr.RopeSpec(8)
+    cos, _ = rr.rope_cos_sin(plain, [-5.0, -3.0])
+    np.testing.assert_allclose(cos[:, 1], np.cos([-5.0 / 10, -3.0 / 10]), rtol=1e-15)
+    rule = rr.scaling.DynamicNTK(2.0, max_position=16)
+    spec = rr.RopeSpec(8, scaling=rule)
+    angles = rr.rope_angles(spec, np.arange(32.0))  # seq_len 32: ratio 1 + 2 (32 - 16) / 16 = 3
+    j = np.arange(4)
+    want = 1e4 ** (-j / 4) * 3.0 ** (-2.0 * j / 6)
+    np.testing.assert_allclose(angles[31], 31.0 * want, rtol=1e-14)
+    with pytest.raises(ValueError, match=re.escape("got `positions` up to -1.0")):
+        rr.rope_angles(spec, [-2.0, -1.0])
+    assert rr.rope_angles(spec, [-0.5]).shape == (1, 4)  # seq_len 0.5 is positive
+
+
+def test_empty_positions_with_a_scaling_rule_give_empty_tables():
+    """Catches: the seq_len inferred from no positions made 0 (refused) or read from an
+    empty array."""
+    spec = rr.RopeSpec(8, scaling=rr.scaling.DynamicNTK(2.0, max_position=16))
+    cos, sin = rr.rope_cos_sin(spec, np.zeros(0))
+    assert cos.shape == sin.shape == (0, 4)
+
+
+def test_role_is_checked_without_xpos_too():
+    """Catches: `role` left unchecked when the spec has no xPos rule."""
+    with pytest.raises(ValueError, match="`role` must be one of"):
+        rr.rope_cos_sin(rr.RopeSpec(8), [0.0], role="keys")
+    cos, _ = rr.rope_cos_sin(rr.RopeSpec(8), [0.0], role="key")
+    assert cos.tolist() == [[1.0] * 4]
+
+
+class _Zeta(_XPos):
+    """An xPos rule with zeta 2 for every pair, centred at 0."""
+
+    def zeta(self, rotary_dim: int) -> np.ndarray:
+        return np.full(rotary_dim // 2, 2.0)
+
+
+def test_xpos_with_sections_scales_by_the_first_position_axis():
+    """Catches: the xPos scale of a multi-axis spec taken from another position axis:
+    with zeta 2, centre 0 and scale_base 1, a query at axes (3, 5, 7) is scaled by 2**3."""
+    spec = rr.RopeSpec(12, sections=(2, 2, 2), xpos=_Zeta(1.0))
+    cos, _ = rr.rope_cos_sin(spec, np.zeros((1, 3)), role="query")
+    assert cos.tolist() == [[1.0] * 6]
+    cos, _ = rr.rope_cos_sin(spec, np.array([[3.0, 5.0, 7.0]]), role="query")
+    theta = 1e4 ** (-np.arange(6) / 6)
+    angles = np.array([3.0, 3.0, 5.0, 5.0, 7.0, 7.0]) * theta
+    np.testing.assert_allclose(cos[0], np.cos(angles) * 2.0**3, rtol=1e-14)
