@@ -156,6 +156,13 @@ def test_sinusoidal_embedding_of_the_smallest_width_and_any_shape():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("base", [1.0 + 2.0**-52, 1.5, 2.0])
+def test_sinusoidal_embedding_takes_any_base_above_one(base):
+    """Catches: the smallest base moved above 1 (a base of 2 or less refused)."""
+    got = rr.sinusoidal_embedding([5.0], 4, base=base)
+    np.testing.assert_allclose(got, [_sinusoidal(5.0, 4, base)], rtol=0, atol=1e-15)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
