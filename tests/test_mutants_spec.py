@@ -240,3 +240,19 @@ def test_xpos_with_sections_scales_by_the_first_position_axis():
     theta = 1e4 ** (-np.arange(6) / 6)
     angles = np.array([3.0, 3.0, 5.0, 5.0, 7.0, 7.0]) * theta
     np.testing.assert_allclose(cos[0], np.cos(angles) * 2.0**3, rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", ["float99", (np.float64, -1), "f8,(", "int32"])
+def test_a_dtype_that_is_no_real_floating_dtype_is_refused_naming_it(dtype):
+    """Catches: one of the errors of reading a dtype let through unnamed: NumPy raises
+    TypeError for an unknown name, ValueError for a bad shape, and SyntaxError for a
+    malformed structured dtype string (which it parses as Python)."""
+    with pytest.raises(TypeError, match="`dtype` must be a real floating dtype"):
+        rr.rope_cos_sin(rr.RopeSpec(4), [0.0], dtype=dtype)
+
+
+def test_a_dtype_of_another_namespace_is_refused_naming_it():
+    """Catches: the AttributeError of PyTorch's dtype test on a foreign dtype let through."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="`dtype` must be a real floating dtype"):
+        rr.rope_cos_sin(rr.RopeSpec(4), torch.zeros(1), dtype="float32")
