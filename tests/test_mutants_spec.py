@@ -256,3 +256,55 @@ def test_a_dtype_of_another_namespace_is_refused_naming_it():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="`dtype` must be a real floating dtype"):
         rr.rope_cos_sin(rr.RopeSpec(4), torch.zeros(1), dtype="float32")
+
+
+# --- RopeSpec's public signature ------------------------------------------------------
+
+_UNKNOWN_KEY = {
+    "head_dim": 8,
+    "num_hidden_layers": 2,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "rope_thata": 5.0},
+}
+
+
+def test_hf_readers_warn_on_an_unknown_key_by_default():
+    """Catches: `strict` on by default in `from_hf` or `from_hf_layers` (documented: an
+    unknown RoPE key is a UserWarning unless strict=True)."""
+    with pytest.warns(UserWarning, match="rope_thata"):
+        assert rr.RopeSpec.from_hf(_UNKNOWN_KEY) == rr.RopeSpec(8)
+    with pytest.warns(UserWarning, match="rope_thata"):
+        assert rr.RopeSpec.from_hf_layers(_UNKNOWN_KEY) == (rr.RopeSpec(8), rr.RopeSpec(8))
+    with pytest.raises(ValueError, match="rope_thata"):
+        rr.RopeSpec.from_hf_layers(_UNKNOWN_KEY, strict=True)
+
+
+def test_hf_options_are_keyword_only():
+    """Catches: `layer_type`, `strict` or `max_position_embeddings` made positional (a
+    positional value would then be read as that option)."""
+    with pytest.raises(TypeError):
+        rr.RopeSpec.from_hf(_UNKNOWN_KEY, "full_attention")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        rr.RopeSpec.from_hf_layers(_UNKNOWN_KEY, True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        rr.RopeSpec(8).to_hf(4096)  # type: ignore[call-arg]
+
+
+@dataclass(eq=True)
+class _MutableRule:
+    """A scaling rule that is not frozen, so not hashable."""
+
+    factor: float = 2.0
+
+    def inv_freq(
+        self, inv_freq: np.ndarray, *, base: float, rotary_dim: int, seq_len: float | None
+    ) -> np.ndarray:
+        return inv_freq
+
+    def attention_factor(self, *, seq_len: float | None) -> float:
+        return 1.0
+
+
+def test_an_unhashable_rule_is_refused_naming_the_field():
+    """Catches: hash()'s own TypeError let through instead of the one naming `scaling`."""
+    with pytest.raises(TypeError, match=re.escape("`scaling` must be hashable (a frozen value)")):
+        rr.RopeSpec(8, scaling=_MutableRule())
