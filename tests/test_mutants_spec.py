@@ -133,6 +133,21 @@ def test_rotary_stop_is_start_plus_width():
     assert rr.RopeSpec(16, rotary_start=4, rotary_dim=8).rotary_stop == 12
 
 
+def test_the_default_rotary_dim_is_what_follows_the_start():
+    """Catches: the default rotary_dim computed as head_dim plus rotary_start (past the
+    head, and not checked against it)."""
+    spec = rr.RopeSpec(8, rotary_start=2)
+    assert (spec.rotary_dim, spec.rotary_stop, spec.n_pairs) == (6, 8, 3)
+
+
+@pytest.mark.parametrize("freqs", [0.5, "ab", {0.5}])
+def test_freqs_that_are_no_sequence_are_a_type_error(freqs):
+    """Catches: the sequence check's ``or`` made ``and`` (a single number or a string then
+    read as a one-entry sequence)."""
+    with pytest.raises(TypeError, match=re.escape("`freqs` must be a sequence of 1 real")):
+        rr.RopeSpec(2, freqs=freqs)
+
+
 # --- sinusoidal embedding -------------------------------------------------------------
 
 
