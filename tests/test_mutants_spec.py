@@ -323,3 +323,21 @@ def test_an_unhashable_rule_is_refused_naming_the_field():
     """Catches: hash()'s own TypeError let through instead of the one naming `scaling`."""
     with pytest.raises(TypeError, match=re.escape("`scaling` must be hashable (a frozen value)")):
         rr.RopeSpec(8, scaling=_MutableRule())
+
+
+def test_tables_for_a_namespace_without_float64_round_once():
+    """Catches: tables moved to a namespace without float64 (JAX without x64) in the wrong
+    dtype, or rounded to bfloat16 through float32: the attention factor 1 + 2**-8 + 2**-30
+    lies above the bfloat16 tie 1 + 2**-8 and rounds up to 1 + 2**-7, where through
+    float32 it would land on the tie and round to even, 1."""
+    jax = pytest.importorskip("jax")
+    factor = 1 + 2.0**-8 + 2.0**-30
+    spec = rr.RopeSpec(2, scaling=rr.scaling.AttentionScale(factor))
+    with jax.enable_x64(False):
+        cos, sin = rr.rope_cos_sin(spec, jax.numpy.asarray([0, 1]))
+        assert cos.dtype == sin.dtype == jax.numpy.float32
+        want = np.float32(np.cos([[0.0], [1.0]]) * factor)
+        np.testing.assert_array_equal(np.asarray(cos), want)
+        cos, _ = rr.rope_cos_sin(spec, jax.numpy.asarray([0]), dtype=jax.numpy.bfloat16)
+        assert cos.dtype == jax.numpy.bfloat16
+        assert float(cos[0, 0]) == 1 + 2.0**-7
