@@ -6,6 +6,9 @@ docstrings promise.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 import numpy as np
 import pytest
 
@@ -136,3 +139,77 @@ def test_ntk_rules_on_a_single_pair_keep_its_frequency():
         spec = rr.RopeSpec(2, scaling=rule)
         assert rr.inv_freq(spec, 64).tolist() == [1.0]
     assert rr.inv_freq(rr.RopeSpec(4, scaling=rr.scaling.NTKAware(4.0))).tolist() == [1.0, 0.0025]
+
+
+def _hf_yarn(extra: dict[str, float]) -> tuple[np.ndarray, float]:
+    """HF's own YaRN inverse frequencies and attention factor, head_dim 16, factor 4, L0 64."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+              "original_max_position_embeddings": 64, **extra}  # fmt: skip
+    config = transformers.LlamaConfig(
+        head_dim=16,
+        hidden_size=64,
+        num_attention_heads=4,
+        rope_parameters=params,
+        max_position_embeddings=256,
+    )
+    inv, factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    return inv.double().numpy(), float(factor)
+
+
+@pytest.mark.parametrize(
+    "mscales",
+    [
+        {"mscale": 1.0},  # no mscale_all_dim: HF falls back to get_mscale(factor)
+        {"mscale": -100.0, "mscale_all_dim": 0.0},  # a zero mscale_all_dim: the same
+        {"mscale": 1.0, "mscale_all_dim": 2.0},  # a ratio below 1 (0.89)
+    ],
+)
+def test_yarn_mscale_ratio_only_when_both_are_set_and_not_rounded(mscales):
+    """Catches: the mscale ratio checked when only one of the two is set (``or`` for
+    ``and``: one missing is a TypeError, a zero one refuses a negative mscale HF ignores),
+    or the ratio floor-divided (a ratio below 1 becomes 0 and is refused)."""
+    inv, factor = _hf_yarn(mscales)
+    spec = rr.RopeSpec(16, scaling=rr.scaling.YaRN(4.0, 64, **mscales))
+    assert rr.attention_factor(spec) == pytest.approx(factor, rel=1e-15)
+    np.testing.assert_allclose(rr.inv_freq(spec), inv, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mscale", [np.inf, -np.inf, np.nan, 1.0])
+def test_yarn_mscale_is_one_at_factor_one_whatever_the_mscale(mscale):
+    """Catches: factor 1 sent through the formula (``<`` for ``<=``): 0.1 m ln 1 + 1 is
+    not 1 for an infinite or NaN m, which the documented "1 for s <= 1" ignores."""
+    assert rr.scaling.yarn_mscale(1.0, mscale) == 1.0
+    assert rr.scaling.yarn_mscale(0.5, mscale) == 1.0
+
+
+def test_yarn_class_defaults_are_hf_own():
+    """Catches: a default of beta_fast, beta_slow or truncate changed where the class
+    declares it (what ``YaRN.beta_fast``, ``dataclasses.fields`` and the API docs show)
+    but not in the constructor, or the other way round. HF's ``_compute_yarn_parameters``
+    uses ``beta_fast or 32``, ``beta_slow or 1`` and ``truncate`` True."""
+    hf = {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}
+    declared = {f.name: f.default for f in dataclasses.fields(rr.scaling.YaRN)}
+    signature = inspect.signature(rr.scaling.YaRN).parameters
+    rule = rr.scaling.YaRN(4.0, 64)
+    for name, want in hf.items():
+        assert declared[name] == want, name
+        assert signature[name].default == want, name
+        assert getattr(rule, name) == want, name
+
+
+def test_context_lengths_keep_their_fraction():
+    """Catches: a fractional context length truncated to an int (or a whole one kept as a
+    float): dynamic NTK at L_max = 10.5 and L = 21 has the ratio 1 + 2 (21 - 10.5) / 10.5 = 3,
+    where a truncated L_max = 10 would give 3.2."""
+    rule = rr.scaling.DynamicNTK(2.0, max_position=10.5)
+    assert rule.max_position == 10.5
+    j = np.arange(4)
+    want = 1e4 ** (-j / 4) * 3.0 ** (-2.0 * j / 6)
+    np.testing.assert_allclose(rr.inv_freq(rr.RopeSpec(8, scaling=rule), 21), want, rtol=1e-14)
+    assert rr.scaling.YaRN(4.0, 4096.5).original_max_position == 4096.5
+    for whole in (rr.scaling.DynamicNTK(2.0, 16.0).max_position,
+                  rr.scaling.YaRN(4.0, 4096.0).original_max_position):  # fmt: skip
+        assert type(whole) is int

@@ -228,7 +228,7 @@ def _check_dtype(dtype: object, xp: ArrayNamespace) -> object:
         if array_api_compat.is_numpy_namespace(xp):
             dtype = np.dtype(dtype)  # type: ignore[call-overload]
         real = is_real_floating(xp, dtype)  # bfloat16 included
-    except (TypeError, AttributeError, ValueError):  # not a dtype of this namespace at all
+    except (TypeError, AttributeError, ValueError, SyntaxError):  # not a dtype of it at all
         real = False
     if not real:
         msg = (
