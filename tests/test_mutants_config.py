@@ -7,6 +7,7 @@ written here.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -246,3 +247,115 @@ def test_sizes_mixing_a_familys_own_names_and_the_common_ones_read_as_hf(model_t
     want = hf.hidden_size // hf.num_attention_heads
     assert rr.RopeSpec.from_hf({"model_type": model_type, **given}).head_dim == want
     assert rr.RopeSpec.from_hf(hf).head_dim == want
+
+
+# --- the checks of the head and rotary sizes ------------------------------------------------
+
+
+def test_glm4_moe_odd_head_given_as_head_dim_rotated_whole_is_refused_naming_the_factor():
+    """Catches: a ``partial_rotary_factor`` of 1 treated as absent outside multi-latent
+    heads (``qk_rope_head_dim``), so an odd head is blamed on `head_dim` instead.
+
+    HF's ``int(7 * 1.0) = 7`` rotates ``arange(0, 7, 2)``: four pairs, eight features, one
+    past the head.
+    """
+    given = {"model_type": "glm4_moe", "head_dim": 7, "hidden_size": 28,
+             "num_attention_heads": 4, "partial_rotary_factor": 1.0}  # fmt: skip
+    with pytest.raises(ValueError, match="`partial_rotary_factor` must be an even rotary"):
+        rr.RopeSpec.from_hf(given)
+
+
+def test_gptj_odd_rotary_dim_is_refused_naming_rotary_dim():
+    """Catches: an odd GPT-J ``rotary_dim`` let through (refused only when also too large).
+
+    HF's ``rotate_every_two`` on ``query[..., :7]`` would pair 4 features with 3.
+    """
+    given = {"model_type": "gptj", "n_embd": 64, "n_head": 4}
+    for rotary_dim in (7, 15, 18):
+        want = rf"`rotary_dim` must be an even number .* got {rotary_dim} \(config\)"
+        with pytest.raises(ValueError, match=want):
+            rr.RopeSpec.from_hf({**given, "rotary_dim": rotary_dim})
+
+
+@pytest.mark.parametrize(
+    "given", [{"hidden_size": 64}, {"num_attention_heads": 4}, {"n_embd": 64, "model_type": "gptj"}]
+)
+def test_a_head_size_half_given_is_a_value_error_naming_both_sizes(given):
+    """Catches: the missing-size check made to need both sizes absent (then ``64 % None``
+    is a bare TypeError)."""
+    with pytest.raises(ValueError, match="must give head_dim, or hidden_size and num_attention"):
+        rr.RopeSpec.from_hf(given)
+
+
+def test_proportional_partial_rotary_factor_below_zero_is_refused_where_it_is_read():
+    """Catches: the lower bound of a proportional ``partial_rotary_factor`` moved below 0.
+
+    HF's ``int(-0.5 * 16 // 2) = -4`` rotated angles is no rotation it can state.
+    """
+    params = {"rope_type": "proportional", "partial_rotary_factor": -0.5}
+    given = {"head_dim": 16, "rope_parameters": params}
+    want = r"`partial_rotary_factor` must be .* at least 0 .*-0\.5 \(config\.rope_parameters\)"
+    with pytest.raises(ValueError, match=want):
+        rr.RopeSpec.from_hf(given)
+    params["partial_rotary_factor"] = 0.0  # HF: no angle rotates
+    assert rr.RopeSpec.from_hf(given).scaling == rr.scaling.Proportional(0.0)
+
+
+def test_axial_vision_rope_takes_heads_a_multiple_of_four_as_hf_quarters_them():
+    """Catches: the axial head-size check on another modulus, or a quarter-head section
+    computed with true division."""
+    pytest.importorskip("transformers")
+    from transformers import Qwen3VLVisionConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionRotaryEmbedding
+
+    for head_dim in (8, 16, 20, 24):
+        config = Qwen3VLVisionConfig(hidden_size=4 * head_dim, num_heads=4)
+        inv = Qwen3VLVisionRotaryEmbedding(config).inv_freq.double().numpy()  # per axis
+        spec = rr.RopeSpec.from_hf(config)
+        assert spec.sections == (head_dim // 4, head_dim // 4)
+        assert all(type(n) is int for n in spec.sections)
+        np.testing.assert_allclose(rr.inv_freq(spec), np.concatenate([inv, inv]), rtol=1e-6)
+    for head_dim in (6, 10, 15):
+        with pytest.raises(ValueError, match=f"multiple of 4 for axial RoPE; got {head_dim}"):
+            rr.RopeSpec.from_hf(Qwen3VLVisionConfig(hidden_size=4 * head_dim, num_heads=4))
+
+
+# --- to_hf --------------------------------------------------------------------------------
+
+
+def test_to_hf_writes_lengths_up_to_two_to_the_53():
+    """Catches: the largest length a config holds (2**53, exact in float64) refused."""
+    config: Any = rr.RopeSpec(16).to_hf(max_position_embeddings=2**53)
+    assert config["max_position_embeddings"] == 2**53
+    with pytest.raises(ValueError, match="at most 2\\*\\*53"):
+        rr.RopeSpec(16).to_hf(max_position_embeddings=2**53 + 1)
+
+
+def test_to_hf_writes_longrope_factor_which_hf_takes_over_its_own_length_ratio():
+    """Catches: a LongRoPE factor left out of the config (HF then takes
+    ``max_position_embeddings / original_max_position_embeddings`` instead)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    short, long = [1.0, 1.5, 2.0, 3.0] * 2, [2.0, 3.0, 5.0, 8.0] * 2
+    rule = rr.scaling.LongRoPE(short, long, 64, factor=4.0)
+    params = rr.RopeSpec(16, scaling=rule).to_hf()["rope_parameters"]
+    assert params["factor"] == 4.0  # HF's own ratio here is 128 / 64 = 2
+    sizes = {"hidden_size": 64, "num_attention_heads": 4, "original_max_position_embeddings": 64}
+    hf = transformers.LlamaConfig(**sizes, max_position_embeddings=128, rope_parameters=params)
+    _, attention = ROPE_INIT_FUNCTIONS["longrope"](hf, "cpu", seq_len=200)
+    assert attention == pytest.approx(math.sqrt(1 + math.log(4.0) / math.log(64)), rel=1e-15)
+
+
+# --- layers without RoPE ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interval", [2, 3, 7])
+def test_smollm3_no_rope_layer_interval_builds_the_layers_without_rope_as_hf(interval):
+    """Catches: ``no_rope_layer_interval`` left unread (HF's default of 4 taken)."""
+    transformers = pytest.importorskip("transformers")
+    sizes = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 8,
+             "no_rope_layer_interval": interval}  # fmt: skip
+    hf = transformers.SmolLM3Config(**sizes)
+    specs = rr.RopeSpec.from_hf_layers({"model_type": "smollm3", **sizes})
+    assert [spec is not None for spec in specs] == [bool(f) for f in hf.no_rope_layers]
