@@ -7,6 +7,7 @@ written here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
@@ -15,6 +16,11 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
+
+try:
+    from huggingface_hub.errors import StrictDataclassClassValidationError
+except ImportError:  # transformers not installed
+    StrictDataclassClassValidationError = ValueError
 
 
 def test_glm4_moe_odd_rotary_dim_one_below_head_dim_is_hf_own():
@@ -166,6 +172,18 @@ def _m_rope_family(family: str) -> tuple[Any, Any]:
             models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerTextRotaryEmbedding),
         "qwen3_5": (transformers.Qwen3_5TextConfig,
                     models.qwen3_5.modeling_qwen3_5.Qwen3_5TextRotaryEmbedding),
+        "qwen3_vl": (transformers.Qwen3VLTextConfig,
+                     models.qwen3_vl.modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding),
+        "qwen3_5_moe": (transformers.Qwen3_5MoeTextConfig,
+                        models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeTextRotaryEmbedding),
+        "qwen4_exp": (models.qwen4_exp.configuration_qwen4_exp.Qwen4ExpTextConfig,
+                      models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextRotaryEmbedding),
+        # Classes that write their own default mrope_section (then the module's is unused).
+        "cosmos3_edge": (
+            models.cosmos3_edge.configuration_cosmos3_edge.Cosmos3EdgeTextConfig,
+            models.cosmos3_edge.modeling_cosmos3_edge.Cosmos3EdgeTextRotaryEmbedding),
+        "hy_v4_vl": (models.hy_v4_vl.configuration_hy_v4_vl.HYV4VLTextConfig,
+                     models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLRotaryEmbedding),
     }[family]  # fmt: skip
 
 
@@ -176,7 +194,11 @@ _M_ROPE_SIZES = {
     "qwen3_vl_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
     "qwen3_omni_moe": {"hidden_size": 512, "num_attention_heads": 4},
     "qwen3_5": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+    "qwen3_vl": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
+    "qwen3_5_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+    "qwen4_exp": {"hidden_size": 256, "num_attention_heads": 4, "head_dim": 64},
 }
+_INTERLEAVED = ["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp"]
 
 
 @pytest.mark.parametrize("family", sorted(_M_ROPE_SIZES))
@@ -192,7 +214,7 @@ def test_m_rope_default_sections_are_the_hf_modules_own(family):
     np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
 
 
-@pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5"])
+@pytest.mark.parametrize("family", _INTERLEAVED)
 def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_default(family):
     """Catches: the first entry of an interleaved family's default lowered by one (which
     would make it fit a head one pair smaller than HF's default fills)."""
@@ -204,6 +226,58 @@ def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_de
     assert module_cls(config).inv_freq.numel() == sum(default) - 1
     with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
         rr.RopeSpec.from_hf(config)
+
+
+@pytest.mark.parametrize(("family", "head_key"), [("cosmos3_edge", "head_dim"),
+                                                 ("hy_v4_vl", "qk_rope_head_dim")])  # fmt: skip
+def test_m_rope_sections_a_config_class_writes_are_the_familys_default(family, head_key):
+    """Catches: a family's default `mrope_section` other than the one its HF config class
+    writes into every config (HY-V4-VL's [12, 10, 10], not its rotary module's unreachable
+    fallback [24, 20, 20]); and, the sections being interleaved, their first entry lowered."""
+    config_cls, module_cls = _m_rope_family(family)
+    config = config_cls()
+    default = config.rope_parameters["mrope_section"]
+    module = module_cls(config)
+    assert module.mrope_section == default
+    keys = ("hidden_size", "num_attention_heads", "head_dim", head_key)
+    given = {"model_type": config.model_type, **{k: getattr(config, k) for k in keys},
+             "rope_theta": config.rope_parameters["rope_theta"]}  # fmt: skip
+    spec = rr.RopeSpec.from_hf(given)  # no mrope_section: the default applies
+    assert spec.sections == tuple(default)
+    assert spec.section_order == "interleaved"
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+    smaller = {**given, "head_dim": config.head_dim - 2, head_key: config.head_dim - 2}
+    with pytest.raises(StrictDataclassClassValidationError, match="mrope_section"):
+        config_cls(**{k: v for k, v in smaller.items() if k in keys})  # HF refuses it too
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
+        rr.RopeSpec.from_hf(smaller)
+
+
+def test_cosmos3_reads_m_rope_as_the_qwen3_vl_text_model_it_wraps():
+    """Catches: an entry of Cosmos3's default `mrope_section` changed. Its config (in
+    TensorRT-LLM and vLLM, not transformers) wraps a ``qwen3_vl_text`` config, so the
+    Qwen3-VL text rotary module applies it."""
+    config_cls, module_cls = _m_rope_family("qwen3_vl")
+    config = config_cls(**_M_ROPE_SIZES["qwen3_vl"])
+    module = module_cls(config)
+    sizes = {**_M_ROPE_SIZES["qwen3_vl"], "rope_theta": config.rope_parameters["rope_theta"]}
+    spec = rr.RopeSpec.from_hf({"model_type": "cosmos3", "text_config": sizes})
+    assert spec.sections == tuple(module.mrope_section)
+    assert spec.section_order == "interleaved"
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+    smaller = {**sizes, "head_dim": sizes["head_dim"] - 2}
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(module.mrope_section)}")):
+        rr.RopeSpec.from_hf({"model_type": "cosmos3", "text_config": smaller})
+
+
+def test_the_family_table_cannot_be_changed_by_a_caller():
+    """Catches: `Family` made mutable (one caller's change would reach every later
+    `from_hf` in the process)."""
+    from rope_ref._config.families import family_of
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        family_of("cohere").layout = "half"  # type: ignore[misc]
+    assert family_of("cohere").layout == "interleaved"
 
 
 def test_a_config_objects_per_layer_view_sizes_each_layer_types_rotation():

@@ -266,9 +266,10 @@ FAMILIES: dict[str, Family] = {
         }.items()
     },
     "hy_v4_vl": Family(
-        "transformers/models/hy_v4_vl/modeling_hy_v4_vl.py: rotate_half, interleaved M-RoPE",
+        "transformers/models/hy_v4_vl/modeling_hy_v4_vl.py: rotate_half, interleaved M-RoPE; "
+        "configuration_hy_v4_vl.py: HYV4VLTextConfig sets mrope_section [12, 10, 10]",
         layout=_EVERY_TWO,
-        sections=(24, 20, 20),
+        sections=(12, 10, 10),
         section_order="interleaved",
     ),
     # No RoPE, or none that a RopeSpec states.
