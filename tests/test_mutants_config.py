@@ -433,3 +433,67 @@ def test_smollm3_no_rope_layer_interval_builds_the_layers_without_rope_as_hf(int
     hf = transformers.SmolLM3Config(**sizes)
     specs = rr.RopeSpec.from_hf_layers({"model_type": "smollm3", **sizes})
     assert [spec is not None for spec in specs] == [bool(f) for f in hf.no_rope_layers]
+
+
+# --- class defaults and per-layer attributes --------------------------------------------
+
+
+def test_a_per_layer_head_size_is_refused_where_hf_refuses_it_not_replaced():
+    """Catches: a head size that differs between layers (transformers' ``per_layer_config``)
+    read as absent, so ``hidden_size // num_attention_heads`` (16) silently stands in for
+    the 24 and 32 of the layers; or HF's own RuntimeError let through."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    sizes = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    config = transformers.LlamaConfig(**sizes, head_dim=24, per_layer_config={1: {"head_dim": 32}})
+    assert [layer.head_dim for layer in config.per_layer_config] == [24, 32]
+    with pytest.raises(RuntimeError, match="head_dim"):
+        LlamaRotaryEmbedding(config)  # HF's rotary module cannot read it either
+    with pytest.raises(ValueError, match="`head_dim` must be one value for the model"):
+        rr.RopeSpec.from_hf(config)
+    with pytest.raises(ValueError, match="`head_dim` must be one value for the model"):
+        rr.RopeSpec.from_hf_layers(config)
+
+
+def test_deepseek_partial_factor_with_only_qk_rope_head_dim_is_read_as_hf():
+    """Catches: ``qk_rope_head_dim``'s share of a ``head_dim`` looked for when the config
+    gives no ``head_dim`` (then ``None * factor``)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}
+    sizes = {"hidden_size": 64, "num_attention_heads": 4, "qk_rope_head_dim": 16}
+    hf = transformers.DeepseekV3Config(**sizes, rope_parameters=dict(params))
+    inv, _ = ROPE_INIT_FUNCTIONS["linear"](hf, "cpu")  # HF's int(16 * 0.5) = 8 features
+    spec = rr.RopeSpec.from_hf({"model_type": "deepseek_v3", **sizes, "rope_parameters": params})
+    assert spec.rotary_dim == 2 * inv.numel() == 8
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+def test_a_class_default_theta_by_global_and_local_label_reaches_each_layer_type():
+    """Catches: Gemma 3's ``default_theta`` labels ("global", "local") not mapped to the
+    layer types, so the full-attention layers fall back to 10000."""
+    transformers = pytest.importorskip("transformers")
+
+    types = ["sliding_attention", "full_attention"]
+    params = {kind: {"rope_type": "default"} for kind in types}  # no rope_theta given
+    copied = {kind: dict(value) for kind, value in params.items()}  # HF fills them in
+    hf = transformers.Gemma3TextConfig(
+        head_dim=16, num_hidden_layers=2, layer_types=types, rope_parameters=copied
+    )
+    given = {"head_dim": 16, "layer_types": types, "rope_parameters": params,
+             "default_theta": dict(transformers.Gemma3TextConfig.default_theta)}  # fmt: skip
+    specs = rr.RopeSpec.from_hf_layers(given)
+    assert [spec.base for spec in specs if spec is not None] == [
+        hf.rope_parameters[kind]["rope_theta"] for kind in types
+    ]
+
+
+@pytest.mark.parametrize("theta", [1.0, 0.5])
+def test_a_class_default_theta_of_one_or_less_is_refused_naming_it(theta):
+    """Catches: the lower bound of ``default_theta`` moved below 1 (``base ** x`` is then
+    1 or decreasing: no rotation frequencies)."""
+    given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": theta}
+    with pytest.raises(ValueError, match="`default_theta` must be a finite real number greater"):
+        rr.RopeSpec.from_hf(given)

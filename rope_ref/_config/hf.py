@@ -359,17 +359,18 @@ def _first_given(cfg: ConfigReader, keys: list[str]) -> tuple[str, int | None]:
 
 
 def _per_layer_safe(cfg: ConfigReader, key: str, *, raw: bool = False) -> Any:
-    """``cfg.integer(key)`` (`raw`: the value as stored), or None where refused.
+    """``cfg.integer(key)`` (`raw`: the value as stored), or ValueError where refused.
 
-    A config object refuses a per-layer attribute with transformers'
-    AmbiguousGlobalPerLayerAttributeError.
+    A config object refuses a per-layer attribute that differs between layers with
+    transformers' AmbiguousGlobalPerLayerAttributeError (HF's rotary modules then fail too).
     """
     try:
         return cfg.raw(key) if raw else cfg.integer(key)
     except (TypeError, ValueError):
         raise
-    except Exception:
-        return None
+    except Exception as error:
+        msg = f"`{key}` must be one value for the model; {cfg.where} refuses it: {error}"
+        raise ValueError(msg) from error
 
 
 def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
