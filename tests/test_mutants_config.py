@@ -198,7 +198,7 @@ _M_ROPE_SIZES = {
     "qwen3_5_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
     "qwen4_exp": {"hidden_size": 256, "num_attention_heads": 4, "head_dim": 64},
 }
-_INTERLEAVED = ["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp"]
+_INTERLEAVED = ["qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp"]
 
 
 @pytest.mark.parametrize("family", sorted(_M_ROPE_SIZES))
@@ -221,11 +221,25 @@ def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_de
     config_cls, module_cls = _m_rope_family(family)
     sizes = dict(_M_ROPE_SIZES[family])
     default = module_cls(config_cls(**sizes)).mrope_section
-    sizes["head_dim"] = int(sizes["head_dim"] * (2 * sum(default) - 2) / (2 * sum(default)))
+    key = "head_dim" if "head_dim" in sizes else "hidden_size"  # the head is hidden // heads
+    sizes[key] = int(sizes[key] * (2 * sum(default) - 2) / (2 * sum(default)))
     config = config_cls(**sizes)
     assert module_cls(config).inv_freq.numel() == sum(default) - 1
     with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
         rr.RopeSpec.from_hf(config)
+
+
+def test_glm4v_moe_head_is_hidden_size_over_heads_rounded_down_as_hf():
+    """Catches: GLM-4V-MoE's floor division dropped (514 features over 4 heads refused)."""
+    config_cls, module_cls = _m_rope_family("glm4v_moe")
+    from transformers.models.glm4v_moe.modeling_glm4v_moe import Glm4vMoeTextAttention
+
+    config = config_cls(hidden_size=514, num_attention_heads=4)
+    inv = module_cls(config).inv_freq
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.head_dim == Glm4vMoeTextAttention(config, 0).head_dim == 514 // 4
+    assert spec.rotary_dim == 2 * inv.numel()
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize(("family", "head_key"), [("cosmos3_edge", "head_dim"),
@@ -272,7 +286,7 @@ def test_cosmos3_reads_m_rope_as_the_qwen3_vl_text_model_it_wraps():
 
 def test_the_family_table_cannot_be_changed_by_a_caller():
     """Catches: `Family` made mutable (one caller's change would reach every later
-    `from_hf` in the process)."""
+    `from_hf` in the process), or `family_of` not finding a listed model type."""
     from rope_ref._config.families import family_of
 
     with pytest.raises(dataclasses.FrozenInstanceError):
