@@ -63,6 +63,24 @@ def test_to_hf_writes_three_axis_m_rope_and_refuses_two_axes():
         rr.RopeSpec(16, sections=(2, 2, 2, 2)).to_hf()
 
 
+def test_to_hf_flags_interleaved_m_rope_and_only_it():
+    """Catches: ``mrope_interleaved`` written for chunked sections instead of interleaved
+    ones (Qwen3-VL's configs carry it; Qwen2-VL's chunked ones do not)."""
+    for order in ("chunked", "interleaved"):
+        spec = rr.RopeSpec(16, sections=(3, 3, 2), section_order=order)
+        params: Any = spec.to_hf()["rope_parameters"]
+        assert params.get("mrope_interleaved", False) is (order == "interleaved")
+        assert rr.RopeSpec.from_hf(spec.to_hf()) == spec
+
+
+def test_a_head_rotating_one_pair_is_read():
+    """Catches: a rotary dimension of 2 (one pair, ``int(8 * 0.25)``) refused."""
+    spec = rr.RopeSpec.from_hf({"head_dim": 8, "partial_rotary_factor": 0.25})
+    assert spec.rotary_dim == 2
+    np.testing.assert_array_equal(rr.inv_freq(spec), [1.0])  # base ** (-0 / 2)
+    assert rr.RopeSpec.from_hf({"head_dim": 2}).rotary_dim == 2
+
+
 def test_to_hf_partial_rotary_factor_gives_the_rotary_dim_by_hf_arithmetic():
     """Catches: a factor whose ``int(head_dim * factor)`` falls one short (e.g. 30 of 44)."""
     for head_dim in range(2, 130):
