@@ -456,7 +456,7 @@ def test_to_hf_writes_longrope_factor_which_hf_takes_over_its_own_length_ratio()
 # --- layers without RoPE ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("interval", [2, 3, 7])
+@pytest.mark.parametrize("interval", [1, 2, 3, 7])
 def test_smollm3_no_rope_layer_interval_builds_the_layers_without_rope_as_hf(interval):
     """Catches: ``no_rope_layer_interval`` left unread (HF's default of 4 taken)."""
     transformers = pytest.importorskip("transformers")
@@ -529,3 +529,81 @@ def test_a_class_default_theta_of_one_or_less_is_refused_naming_it(theta):
     given = {"hidden_size": 64, "num_attention_heads": 4, "default_theta": theta}
     with pytest.raises(ValueError, match="`default_theta` must be a finite real number greater"):
         rr.RopeSpec.from_hf(given)
+
+
+def test_a_layer_type_whose_layers_differ_elsewhere_is_read_from_the_config():
+    """Catches: transformers' refusal of a per-type view whose layers differ in something
+    else (NeoMME's sliding windows) let through, where the config holds the head size."""
+    pytest.importorskip("transformers")
+    from transformers.models.neomme.configuration_neomme import NeoMMEConfig
+    from transformers.models.neomme.modeling_neomme import NeoMMERotaryEmbedding
+
+    config = NeoMMEConfig()
+    rotary = NeoMMERotaryEmbedding(config)
+    for layer_type in sorted(set(config.layer_types)):
+        inv = getattr(rotary, f"{layer_type}_inv_freq").double().numpy()
+        spec = rr.RopeSpec.from_hf(config, layer_type=layer_type)
+        assert spec.rotary_dim == 2 * inv.size
+        np.testing.assert_allclose(rr.inv_freq(spec), inv, rtol=1e-6)
+
+
+def test_gemma3_legacy_rope_scaling_keeps_its_own_theta_over_the_top_level_one():
+    """Catches: the top-level ``rope_theta`` written over the one ``rope_scaling`` gives
+    (HF's Gemma 3 only sets a default: ``setdefault``)."""
+    transformers = pytest.importorskip("transformers")
+
+    given = {"head_dim": 16, "num_hidden_layers": 2, "rope_theta": 1e6,
+             "layer_types": ["sliding_attention", "full_attention"],
+             "rope_local_base_freq": 1e4,
+             "rope_scaling": {"rope_type": "linear", "factor": 8.0, "rope_theta": 5e5}}  # fmt: skip
+    hf = transformers.Gemma3TextConfig(**{**given, "rope_scaling": dict(given["rope_scaling"])})
+    specs = rr.RopeSpec.from_hf_layers({"model_type": "gemma3_text", **given})
+    assert [spec.base for spec in specs if spec is not None] == [
+        hf.rope_parameters[kind]["rope_theta"] for kind in given["layer_types"]
+    ]
+
+
+def test_a_gptj_config_without_hidden_size_is_refused_naming_the_common_key():
+    """Catches: a family's own name (``n_embd``) reported for the missing hidden size."""
+    with pytest.raises(ValueError, match="got head_dim=None, hidden_size=None, num_att"):
+        rr.RopeSpec.from_hf({"model_type": "gptj", "n_head": 4})
+
+
+def test_longrope_factor_by_default_is_hf_true_ratio_of_lengths():
+    """Catches: the default LongRoPE factor ``max_position / original`` rounded down."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    factors = {"short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 8.0]}
+    given = {"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 200,
+             "rope_parameters": {"rope_type": "longrope", "original_max_position_embeddings": 64,
+                                 **factors}}  # fmt: skip
+    hf = transformers.LlamaConfig(**{**given, "rope_parameters": dict(given["rope_parameters"])})
+    _, want = ROPE_INIT_FUNCTIONS["longrope"](hf, "cpu", seq_len=300)
+    assert want == pytest.approx(math.sqrt(1 + math.log(200 / 64) / math.log(64)), rel=1e-15)
+    spec = rr.RopeSpec.from_hf(given)
+    assert rr.attention_factor(spec, seq_len=300) == pytest.approx(want, rel=1e-15)
+
+
+def test_to_hf_writes_a_length_of_one():
+    """Catches: the smallest length a config holds (1) refused by `to_hf`."""
+    config: Any = rr.RopeSpec(16).to_hf(max_position_embeddings=1)
+    assert config["max_position_embeddings"] == 1
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        rr.RopeSpec(16).to_hf(max_position_embeddings=0)
+
+
+@pytest.mark.parametrize("count", [3, 5])
+def test_no_rope_layers_of_another_length_than_the_layers_is_refused(count):
+    """Catches: a ``no_rope_layers`` list one short or one long taken (a layer's flag
+    then missing, or one left over)."""
+    given = {"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 4, "no_rope_layers": [1] * count}  # fmt: skip
+    with pytest.raises(ValueError, match="`no_rope_layers` must be a list of 4 flags"):
+        rr.RopeSpec.from_hf_layers(given)
+
+
+def test_a_partial_factor_rotating_no_pair_is_refused_naming_it():
+    """Catches: a rotary dimension of 0 (``int(16 * 0.05)``) let through the check."""
+    with pytest.raises(ValueError, match=r"int\(16 \* 0\.05\) = 0"):
+        rr.RopeSpec.from_hf({"head_dim": 16, "partial_rotary_factor": 0.05})
