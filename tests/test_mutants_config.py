@@ -607,3 +607,12 @@ def test_a_partial_factor_rotating_no_pair_is_refused_naming_it():
     """Catches: a rotary dimension of 0 (``int(16 * 0.05)``) let through the check."""
     with pytest.raises(ValueError, match=r"int\(16 \* 0\.05\) = 0"):
         rr.RopeSpec.from_hf({"head_dim": 16, "partial_rotary_factor": 0.05})
+
+
+def test_a_no_rope_layer_interval_of_zero_is_refused_not_taken_for_the_default():
+    """Catches: an interval of 0 let through and then replaced by HF's default 4 (HF's
+    ``(i + 1) % 0`` fails)."""
+    given = {"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 4, "no_rope_layer_interval": 0}  # fmt: skip
+    with pytest.raises(ValueError, match="`no_rope_layer_interval` must be an integer from 1"):
+        rr.RopeSpec.from_hf_layers(given)
