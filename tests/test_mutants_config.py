@@ -616,3 +616,28 @@ def test_a_no_rope_layer_interval_of_zero_is_refused_not_taken_for_the_default()
              "num_hidden_layers": 4, "no_rope_layer_interval": 0}  # fmt: skip
     with pytest.raises(ValueError, match="`no_rope_layer_interval` must be an integer from 1"):
         rr.RopeSpec.from_hf_layers(given)
+
+
+def test_yarn_factor_by_default_is_hf_true_ratio_of_lengths():
+    """Catches: the default YaRN factor ``max_position / original`` rounded down."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 64}
+    given = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 200}
+    hf = transformers.LlamaConfig(**given, rope_parameters=dict(params))
+    inv, want = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")  # HF: factor 200 / 64 = 3.125
+    assert want == pytest.approx(0.1 * math.log(200 / 64) + 1.0, rel=1e-15)
+    spec = rr.RopeSpec.from_hf({**given, "rope_parameters": params})
+    assert rr.attention_factor(spec) == pytest.approx(want, rel=1e-15)
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("flags", [1, "1111", {0: 1, 1: 1, 2: 1, 3: 1}])
+def test_no_rope_layers_not_a_list_is_refused_naming_it(flags):
+    """Catches: the list test of ``no_rope_layers`` weakened (an int then has no length,
+    a mapping of four entries passes as four flags)."""
+    given = {"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 4,
+             "num_hidden_layers": 4, "no_rope_layers": flags}  # fmt: skip
+    with pytest.raises(ValueError, match="`no_rope_layers` must be a list of 4 flags"):
+        rr.RopeSpec.from_hf_layers(given)
