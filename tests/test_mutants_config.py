@@ -641,3 +641,20 @@ def test_no_rope_layers_not_a_list_is_refused_naming_it(flags):
              "num_hidden_layers": 4, "no_rope_layers": flags}  # fmt: skip
     with pytest.raises(ValueError, match="`no_rope_layers` must be a list of 4 flags"):
         rr.RopeSpec.from_hf_layers(given)
+
+
+@pytest.mark.parametrize(
+    "model_type", ["axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "sarvam_mla", "youtu"]
+)
+def test_rope_interleave_absent_is_the_hf_config_class_default(model_type):
+    """A config without ``rope_interleave`` gets the HF class's default (True for these
+    multi-latent-attention families: ``apply_rotary_pos_emb_interleave``, which reads
+    pairs (2j, 2j + 1) and writes them in half order), not "half" read and written."""
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.CONFIG_MAPPING[model_type]()
+    given = {k: v for k, v in hf.to_dict().items() if k != "rope_interleave"}
+    spec = rr.RopeSpec.from_hf(given)
+    assert hf.rope_interleave is True
+    assert (spec.layout, spec.output_layout) == ("interleaved", "half")
+    spec = rr.RopeSpec.from_hf({**given, "rope_interleave": False})
+    assert (spec.layout, spec.output_layout) == ("half", None)

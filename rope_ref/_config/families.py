@@ -30,6 +30,8 @@ class Family:
     output_layout: Layout | None = None
     #: Config flag that, when true, reads interleaved pairs and writes them in half order.
     interleave_flag: str | None = "rope_interleave"
+    #: The flag's value when the config does not give it (the HF config class's default).
+    interleave_default: bool = False
     #: Keys holding the rotated head size, first present wins (before ``head_dim``).
     head_dim_keys: tuple[str, ...] = ("qk_rope_head_dim",)
     #: The family's own names of (hidden_size, num_attention_heads): HF's attribute_map
@@ -171,6 +173,15 @@ FAMILIES: dict[str, Family] = {
         interleave_flag=None,
         rotary_at_end=True,
     ),
+    # Multi-latent attention whose HF config class defaults rope_interleave to True: a
+    # config without the key reads interleaved pairs, as HF does.
+    **{
+        name: Family(
+            f"transformers/models/{name}/configuration_{name}.py: rope_interleave = True",
+            interleave_default=True,
+        )
+        for name in ("axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "sarvam_mla", "youtu")
+    },
     # Sub-configs of models whose rotary module is built from them.
     **{
         name: Family("transformers/models/blt/modeling_blt.py: rotate_half", layout=_EVERY_TWO)

@@ -168,7 +168,9 @@ def _refuse_without_rope(family: Family, cfg: ConfigReader) -> None:
 
 def _layouts(cfg: ConfigReader, family: Family) -> tuple[Layout, Layout | None]:
     """(layout read, layout written or None) of the family, or of its interleave flag."""
-    if family.interleave_flag is not None and cfg.flag(family.interleave_flag):
+    if family.interleave_flag is not None and _or(
+        cfg.flag(family.interleave_flag), family.interleave_default
+    ):
         return "interleaved", "half"
     return family.layout, family.output_layout
 
