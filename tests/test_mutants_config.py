@@ -658,3 +658,34 @@ def test_rope_interleave_absent_is_the_hf_config_class_default(model_type):
     assert (spec.layout, spec.output_layout) == ("interleaved", "half")
     spec = rr.RopeSpec.from_hf({**given, "rope_interleave": False})
     assert (spec.layout, spec.output_layout) == ("half", None)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        # Layer types given, no rope_local_base_freq: HF's default local base (10000).
+        {"layer_types": ["sliding_attention", "full_attention"], "num_hidden_layers": 2},
+        # No layer types (configs on the Hub): HF builds them from sliding_window_pattern.
+        {"num_hidden_layers": 7, "sliding_window_pattern": 3, "rope_local_base_freq": 2e4},
+        {"num_hidden_layers": 7},  # pattern 6
+    ],
+)
+def test_gemma3_raw_configs_give_each_layer_hf_rope(given):
+    """Catches: a raw Gemma 3 config without ``rope_local_base_freq`` or ``layer_types``
+    read as one RoPE (the full-attention layers' scaling and base) for every layer, where
+    HF gives the sliding-window layers plain RoPE at their own base."""
+    transformers = pytest.importorskip("transformers")
+
+    given = {"head_dim": 16, "rope_theta": 1e6, **given}
+    scaling = {"rope_type": "linear", "factor": 8.0}
+    hf = transformers.Gemma3TextConfig(**given, rope_scaling=dict(scaling))
+    specs = rr.RopeSpec.from_hf_layers(
+        {"model_type": "gemma3_text", **given, "rope_scaling": scaling}
+    )
+    assert len(specs) == len(hf.layer_types) == given["num_hidden_layers"]
+    for spec, layer_type in zip(specs, hf.layer_types, strict=True):
+        params = hf.rope_parameters[layer_type]
+        assert spec is not None
+        assert spec.base == params["rope_theta"]
+        want = rr.scaling.Linear(params["factor"]) if params["rope_type"] == "linear" else None
+        assert spec.scaling == want

@@ -51,7 +51,7 @@ def spec_from_hf(
     check_known_keys(cfg, strict=strict)
     top = _top_rope_parameters(cfg)
     top = _legacy_layer_parameters(top, cfg, family)
-    params = _layer_parameters(top, cfg, layer_type)
+    params = _layer_parameters(top, cfg, family, layer_type)
     rope_type = _rope_type(params, cfg)
     base = _base(params, cfg, family, layer_type)
     head_dim, head_key = _head_dim(_layer_config(cfg, layer_type), cfg, family, rope_type)
@@ -179,18 +179,16 @@ def _legacy_layer_parameters(top: ConfigReader, cfg: ConfigReader, family: Famil
     """Gemma 3's raw configs: one set of parameters plus the sliding layers' own base.
 
     HF (``Gemma3TextConfig``) gives ``full_attention`` the parameters (scaling included)
-    and ``sliding_attention`` plain RoPE at ``rope_local_base_freq``.
+    and ``sliding_attention`` plain RoPE at ``rope_local_base_freq`` (default 10000).
     """
     key = family.local_base_key
-    if key is None or not cfg.has(key) or cfg.strings("layer_types") is None:
-        return top
-    labels = cfg.strings("layer_types") or ()
-    if any(label in _keys(top) for label in labels):
+    labels = _layer_types(cfg, family)
+    if key is None or labels is None or any(label in _keys(top) for label in labels):
         return top
     full = dict(top.config) if isinstance(top.config, Mapping) else dict(vars(top.config))
     if "rope_theta" not in full and cfg.has("rope_theta"):
         full["rope_theta"] = cfg.raw("rope_theta")
-    local = {"rope_type": "default", "rope_theta": cfg.raw(key)}
+    local = {"rope_type": "default", "rope_theta": _or(cfg.raw(key), 10000.0)}
     return ConfigReader({"full_attention": full, "sliding_attention": local}, top.where)
 
 
@@ -208,13 +206,31 @@ def _keys(params: ConfigReader) -> list[str]:
     return list(config) if isinstance(config, Mapping) else list(vars(config))
 
 
-def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | None) -> ConfigReader:
+def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
+    """``layer_types``, or HF's default where a Gemma 3 config gives none.
+
+    HF (``Gemma3TextConfig``) makes every ``sliding_window_pattern``-th layer (default 6)
+    full attention and the others sliding.
+    """
+    types = cfg.strings("layer_types")
+    count = cfg.integer("num_hidden_layers")
+    if types is not None or family.local_base_key is None or count is None:
+        return types
+    pattern = cfg.integer("sliding_window_pattern") or 6
+    return tuple(
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(count)
+    )
+
+
+def _layer_parameters(
+    top: ConfigReader, cfg: ConfigReader, family: Family, layer_type: str | None
+) -> ConfigReader:
     """The parameters of `layer_type` when they are nested by layer type, else `top`.
 
     As HF, only keys that the config declares as layer types (``layer_types``, or a config
     class's ``_rope_type_labels``) count as nested.
     """
-    labels = cfg.strings("_rope_type_labels") or cfg.strings("layer_types") or ()
+    labels = cfg.strings("_rope_type_labels") or _layer_types(cfg, family) or ()
     nested = sorted(k for k in _keys(top) if k in labels)
     if not nested:
         if layer_type is not None:
@@ -633,7 +649,7 @@ def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec |
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
         cfg = text
     _, family = _family(outer, cfg)
-    types = cfg.strings("layer_types")
+    types = _layer_types(cfg, family)
     count = cfg.integer("num_hidden_layers")
     if count is None and types is None:
         msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
