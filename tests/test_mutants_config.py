@@ -17,11 +17,6 @@ import pytest
 
 import rope_ref as rr
 
-try:
-    from huggingface_hub.errors import StrictDataclassClassValidationError
-except ImportError:  # transformers not installed
-    StrictDataclassClassValidationError = ValueError
-
 
 def test_glm4_moe_odd_rotary_dim_one_below_head_dim_is_hf_own():
     """Catches: an odd rotary size refused already when it is one below head_dim."""
@@ -279,7 +274,8 @@ def test_m_rope_sections_a_config_class_writes_are_the_familys_default(family, h
     assert spec.section_order == "interleaved"
     np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
     smaller = {**given, "head_dim": config.head_dim - 2, head_key: config.head_dim - 2}
-    with pytest.raises(StrictDataclassClassValidationError, match="mrope_section"):
+    errors = pytest.importorskip("huggingface_hub.errors")
+    with pytest.raises(errors.StrictDataclassClassValidationError, match="mrope_section"):
         config_cls(**{k: v for k, v in smaller.items() if k in keys})  # HF refuses it too
     with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
         rr.RopeSpec.from_hf(smaller)
@@ -445,7 +441,8 @@ def test_to_hf_writes_longrope_factor_which_hf_takes_over_its_own_length_ratio()
 
     short, long = [1.0, 1.5, 2.0, 3.0] * 2, [2.0, 3.0, 5.0, 8.0] * 2
     rule = rr.scaling.LongRoPE(short, long, 64, factor=4.0)
-    params = rr.RopeSpec(16, scaling=rule).to_hf()["rope_parameters"]
+    config: Any = rr.RopeSpec(16, scaling=rule).to_hf()
+    params = config["rope_parameters"]
     assert params["factor"] == 4.0  # HF's own ratio here is 128 / 64 = 2
     sizes = {"hidden_size": 64, "num_attention_heads": 4, "original_max_position_embeddings": 64}
     hf = transformers.LlamaConfig(**sizes, max_position_embeddings=128, rope_parameters=params)
@@ -552,7 +549,7 @@ def test_gemma3_legacy_rope_scaling_keeps_its_own_theta_over_the_top_level_one()
     (HF's Gemma 3 only sets a default: ``setdefault``)."""
     transformers = pytest.importorskip("transformers")
 
-    given = {"head_dim": 16, "num_hidden_layers": 2, "rope_theta": 1e6,
+    given: dict[str, Any] = {"head_dim": 16, "num_hidden_layers": 2, "rope_theta": 1e6,
              "layer_types": ["sliding_attention", "full_attention"],
              "rope_local_base_freq": 1e4,
              "rope_scaling": {"rope_type": "linear", "factor": 8.0, "rope_theta": 5e5}}  # fmt: skip
@@ -575,7 +572,8 @@ def test_longrope_factor_by_default_is_hf_true_ratio_of_lengths():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     factors = {"short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 8.0]}
-    given = {"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 200,
+    given: dict[str, Any] = {"hidden_size": 32, "num_attention_heads": 4,
+             "max_position_embeddings": 200,
              "rope_parameters": {"rope_type": "longrope", "original_max_position_embeddings": 64,
                                  **factors}}  # fmt: skip
     hf = transformers.LlamaConfig(**{**given, "rope_parameters": dict(given["rope_parameters"])})
