@@ -687,3 +687,26 @@ def test_gemma3_raw_configs_give_each_layer_hf_rope(given):
         assert spec.base == params["rope_theta"]
         want = rr.scaling.Linear(params["factor"]) if params["rope_type"] == "linear" else None
         assert spec.scaling == want
+
+
+def test_gemma4_config_json_per_layer_head_sizes_are_read_as_hf():
+    """Catches: config.json's ``per_layer_config`` (overrides by layer index, as HF writes
+    Gemma 4's: 512 features in its full-attention layers, 256 elsewhere) left unread, so
+    every layer got the global ``head_dim``; or such a mapping taken for a view by type."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+
+    config = transformers.Gemma4TextConfig(num_hidden_layers=12)
+    rotary = Gemma4TextRotaryEmbedding(config)
+    given = config.to_dict()
+    assert isinstance(given["per_layer_config"], dict)
+    specs = rr.RopeSpec.from_hf_layers(given)
+    for i, (spec, layer_type) in enumerate(zip(specs, config.layer_types, strict=True)):
+        assert spec is not None
+        assert spec.head_dim == config.per_layer_config[i].head_dim
+        inv = getattr(rotary, f"{layer_type}_inv_freq").double().numpy()
+        np.testing.assert_allclose(rr.inv_freq(spec), inv, rtol=1e-6)
+    layers = given["per_layer_config"]
+    layers[min(layers)] = {"head_dim": 128}  # one of the two full-attention layers differs
+    with pytest.raises(ValueError, match="`per_layer_config` must be one head_dim for every"):
+        rr.RopeSpec.from_hf_layers(given)

@@ -54,7 +54,8 @@ def spec_from_hf(
     params = _layer_parameters(top, cfg, family, layer_type)
     rope_type = _rope_type(params, cfg)
     base = _base(params, cfg, family, layer_type)
-    head_dim, head_key = _head_dim(_layer_config(cfg, layer_type), cfg, family, rope_type)
+    layer = _layer_config(cfg, layer_type, family)
+    head_dim, head_key = _head_dim(layer, cfg, family, rope_type)
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
     fraction, source = _fraction_of(params, cfg, family, zero_allowed=rope_type == "proportional")
@@ -322,15 +323,44 @@ def _axial_spec(head_dim: int, base: float) -> RopeSpec:
     return RopeSpec(head_dim, freqs=axial_freqs(sections, base=base), sections=sections)
 
 
-def _layer_config(cfg: ConfigReader, layer_type: str | None) -> ConfigReader | None:
-    """A config object's own view of the layers of `layer_type` (per-layer head sizes)."""
+def _layer_config(cfg: ConfigReader, layer_type: str | None, family: Family) -> ConfigReader | None:
+    """A config's own view of the layers of `layer_type` (per-layer head sizes)."""
     views = None if layer_type is None else _per_layer_safe(cfg, "per_layer_config", raw=True)
-    if views is None or isinstance(views, Mapping | list | tuple):
+    if isinstance(views, Mapping) and layer_type is not None:
+        return _layer_overrides(cfg, views, layer_type, family)
+    if views is None or isinstance(views, list | tuple):
         return None
     try:
         return ConfigReader(views[layer_type], f"{cfg.where}.per_layer_config[{layer_type!r}]")
     except Exception:
         return None
+
+
+def _layer_overrides(
+    cfg: ConfigReader, overrides: Mapping[Any, Any], layer_type: str, family: Family
+) -> ConfigReader | None:
+    """The overrides the layers of `layer_type` share, from config.json's ``per_layer_config``.
+
+    HF writes it as overrides keyed by layer index; a head size that differs among the
+    layers of one type is refused.
+    """
+    types = cfg.strings("layer_types")
+    if types is None:
+        return None
+    try:
+        by_index = {int(index): dict(values) for index, values in overrides.items()}
+    except (TypeError, ValueError):
+        requirement = "a mapping from layer index to a mapping of overrides"
+        cfg.fail("per_layer_config", requirement, overrides, ValueError)
+    layers = [by_index.get(i, {}) for i, kind in enumerate(types) if kind == layer_type]
+    keys = {key for layer in layers for key in layer}
+    shared = {k: layers[0][k] for k in keys if all(k in x and x[k] == layers[0][k] for x in layers)}
+    for key in (*family.head_dim_keys, "head_dim"):
+        if key in keys and key not in shared:
+            values = [layer.get(key) for layer in layers]
+            requirement = f"one {key} for every layer of type {layer_type!r}"
+            cfg.fail("per_layer_config", requirement, values, ValueError)
+    return ConfigReader(shared, f"{cfg.where}.per_layer_config[{layer_type!r}]")
 
 
 def _head_dim(
