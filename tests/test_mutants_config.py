@@ -710,3 +710,16 @@ def test_gemma4_config_json_per_layer_head_sizes_are_read_as_hf():
     layers[min(layers)] = {"head_dim": 128}  # one of the two full-attention layers differs
     with pytest.raises(ValueError, match="`per_layer_config` must be one head_dim for every"):
         rr.RopeSpec.from_hf_layers(given)
+
+
+def test_glm4_moe_even_partial_rotation_takes_the_usual_path():
+    """Catches: GLM-4-MoE's odd-dimension frequencies used for an even rotary dimension
+    too (one feature added past it, then refused)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeRotaryEmbedding
+
+    sizes = {"hidden_size": 64, "num_attention_heads": 4, "partial_rotary_factor": 0.5}
+    inv = Glm4MoeRotaryEmbedding(transformers.Glm4MoeConfig(**sizes)).inv_freq
+    spec = rr.RopeSpec.from_hf({"model_type": "glm4_moe", **sizes})
+    assert spec.rotary_dim == 2 * inv.numel() == 8
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
