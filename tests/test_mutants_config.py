@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -723,3 +724,56 @@ def test_glm4_moe_even_partial_rotation_takes_the_usual_path():
     spec = rr.RopeSpec.from_hf({"model_type": "glm4_moe", **sizes})
     assert spec.rotary_dim == 2 * inv.numel() == 8
     np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+# --- the checked reading of values, and the unknown-key check ------------------------------
+
+
+def test_an_integer_of_two_to_the_53_is_read_and_one_more_is_refused():
+    """Catches: the reader's documented upper bound (2**53, exact in float64) excluded."""
+    from rope_ref._config.hf_reader import ConfigReader
+
+    assert ConfigReader({"n": 2**53}).integer("n") == 2**53
+    with pytest.raises(ValueError, match=r"`n` must be an integer from 1 to 2\*\*53"):
+        ConfigReader({"n": 2**53 + 1}).integer("n")
+
+
+@pytest.mark.parametrize(
+    ("sections", "error"), [([0, 4, 4], ValueError), ({1, 2}, TypeError), ((4, 4, 0), ValueError)]
+)
+def test_a_section_list_with_a_zero_or_not_a_sequence_is_refused_naming_it(sections, error):
+    """Catches: a pair count of 0 accepted, or a set (no order, no ``tolist``) converted."""
+    given = {"head_dim": 16, "rope_parameters": {"mrope_section": sections}}
+    with pytest.raises(error, match="`mrope_section` must be a non-empty list of positive"):
+        rr.RopeSpec.from_hf(given)
+
+
+def _warning_of(config: dict[str, Any], **kwargs: Any) -> warnings.WarningMessage:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rr.RopeSpec.from_hf(config, **kwargs)
+    assert len(caught) == 1
+    return caught[0]
+
+
+def test_an_unknown_key_warning_points_at_the_callers_line():
+    """Catches: the warning's ``stacklevel`` pointing inside rope_ref instead."""
+    assert _warning_of({"head_dim": 16, "rope_thetta": 1e4}).filename == __file__
+
+
+def test_unknown_keys_of_one_layer_types_parameters_and_theta_keys_are_warned_about():
+    """Catches: the parameters nested under a layer type left unchecked, and a key naming
+    only ``theta`` not checked."""
+    params = {"full_attention": {"rope_type": "default", "rope_thetaa": 5.0}}
+    nested = {"head_dim": 16, "layer_types": ["full_attention"], "rope_parameters": params}
+    message = str(_warning_of(nested, layer_type="full_attention").message)
+    assert message.startswith("`config.rope_parameters.full_attention` has an unknown key")
+    assert "'rope_thetaa' (did you mean 'rope_theta'?)" in message
+    message = str(_warning_of({"head_dim": 16, "local_theta": 1e4}).message)
+    assert "unknown key 'local_theta'" in message
+
+
+def test_an_unknown_key_near_no_known_one_is_said_to_be_ignored():
+    """Catches: the cutoff of the nearest-key suggestion lowered (any key then gets one)."""
+    message = str(_warning_of({"head_dim": 16, "theta_of_the_moon": 1}).message)
+    assert message.endswith("unknown key 'theta_of_the_moon' (from_hf ignores it).")
