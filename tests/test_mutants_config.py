@@ -777,3 +777,18 @@ def test_an_unknown_key_near_no_known_one_is_said_to_be_ignored():
     """Catches: the cutoff of the nearest-key suggestion lowered (any key then gets one)."""
     message = str(_warning_of({"head_dim": 16, "theta_of_the_moon": 1}).message)
     assert message.endswith("unknown key 'theta_of_the_moon' (from_hf ignores it).")
+
+
+@pytest.mark.parametrize("config", [object(), {1, 2}, frozenset()])
+def test_a_config_neither_a_mapping_nor_a_config_object_is_a_type_error(config):
+    """Catches: an object without attributes (``object()``, a set) taken for a config whose
+    every key is absent."""
+    with pytest.raises(TypeError, match="`config` must be a config mapping or a transformers"):
+        rr.RopeSpec.from_hf(config)
+
+
+def test_layer_types_with_an_item_not_a_string_is_a_type_error_naming_it():
+    """Catches: the items of a string list left unchecked."""
+    given = {"head_dim": 16, "num_hidden_layers": 2, "layer_types": ["full_attention", 3]}
+    with pytest.raises(TypeError, match="`layer_types` must be a list of strings"):
+        rr.RopeSpec.from_hf_layers(given)
