@@ -792,3 +792,23 @@ def test_layer_types_with_an_item_not_a_string_is_a_type_error_naming_it():
     given = {"head_dim": 16, "num_hidden_layers": 2, "layer_types": ["full_attention", 3]}
     with pytest.raises(TypeError, match="`layer_types` must be a list of strings"):
         rr.RopeSpec.from_hf_layers(given)
+
+
+def test_deepseek_v4_config_json_keeps_its_two_ropes_apart():
+    """DeepSeek-V4's config.json nests one RoPE under ``main`` and one under ``compress``
+    (labels only its config class declares): each is read by `layer_type`, as HF's rotary
+    module builds them, and not taken together for one flat set of parameters."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    config = transformers.DeepseekV4Config(num_hidden_layers=4)
+    rotary = DeepseekV4RotaryEmbedding(config)
+    given = config.to_dict()
+    assert "_rope_type_labels" not in given
+    for label in ("main", "compress"):
+        spec = rr.RopeSpec.from_hf(given, layer_type=label)
+        assert spec.base == config.rope_parameters[label]["rope_theta"]
+        inv = getattr(rotary, f"{label}_inv_freq").double().numpy()
+        np.testing.assert_allclose(rr.inv_freq(spec), inv, rtol=1e-6)
+    with pytest.raises(ValueError, match="`layer_type` must be one of 'compress', 'main'"):
+        rr.RopeSpec.from_hf(given)

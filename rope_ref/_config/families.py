@@ -49,6 +49,9 @@ class Family:
     #: Legacy names of ``partial_rotary_factor`` and ``rope_theta`` in raw configs.
     fraction_keys: tuple[str, ...] = ()
     base_keys: tuple[str, ...] = ()
+    #: Keys of `rope_parameters` that each hold one RoPE, where the family's config class
+    #: declares them (``_rope_type_labels``, absent from its config.json).
+    rope_type_labels: tuple[str, ...] = ()
     #: Legacy key of the sliding-window layers' base (their RoPE has no scaling).
     local_base_key: str | None = None
     #: Default ``mrope_section`` of the family's text rotary module, and its order.
@@ -172,6 +175,7 @@ FAMILIES: dict[str, Family] = {
         head_dim_keys=(),
         interleave_flag=None,
         rotary_at_end=True,
+        rope_type_labels=("main", "compress"),
     ),
     # Multi-latent attention whose HF config class defaults rope_interleave to True: a
     # config without the key reads interleaved pairs, as HF does.

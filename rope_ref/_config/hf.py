@@ -231,7 +231,10 @@ def _layer_parameters(
     As HF, only keys that the config declares as layer types (``layer_types``, or a config
     class's ``_rope_type_labels``) count as nested.
     """
-    labels = cfg.strings("_rope_type_labels") or _layer_types(cfg, family) or ()
+    labels = (
+        cfg.strings("_rope_type_labels") or family.rope_type_labels or _layer_types(cfg, family)
+    )
+    labels = labels or ()
     nested = sorted(k for k in _keys(top) if k in labels)
     if not nested:
         if layer_type is not None:
