@@ -8,6 +8,7 @@ written here.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 import warnings
@@ -757,8 +758,12 @@ def _warning_of(config: dict[str, Any], **kwargs: Any) -> warnings.WarningMessag
 
 
 def test_an_unknown_key_warning_points_at_the_callers_line():
-    """Catches: the warning's ``stacklevel`` pointing inside rope_ref instead."""
-    assert _warning_of({"head_dim": 16, "rope_thetta": 1e4}).filename == __file__
+    """Catches: the warning's ``stacklevel`` pointing inside rope_ref, or past the caller."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        rr.RopeSpec.from_hf({"head_dim": 16, "rope_thetta": 1e4})
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
 
 
 def test_unknown_keys_of_one_layer_types_parameters_and_theta_keys_are_warned_about():
