@@ -1,4 +1,4 @@
-"""Reading and writing HF configs where a planted mistake in rope_ref/_config/hf.py hides.
+"""Reading and writing HF configs (rope_ref/_config) where a planted mistake hides.
 
 Each test asserts what transformers' own code computes (its config classes and RoPE
 initialisers) or HF's documented arithmetic (``int(head_dim * partial_rotary_factor)``)
