@@ -1,8 +1,9 @@
 """Reading and writing HF configs (rope_ref/_config) where a planted mistake hides.
 
-Each test asserts what transformers' own code computes (its config classes and RoPE
-initialisers) or HF's documented arithmetic (``int(head_dim * partial_rotary_factor)``)
-written here.
+Each test asserts what transformers' own code computes (its config classes, rotary
+modules and RoPE initialisers), HF's documented arithmetic written here
+(``int(head_dim * partial_rotary_factor)``), or, for values refused, the reading rules of
+docs/variants/hf.md (the error names the key, the requirement and where it was read).
 """
 
 from __future__ import annotations
