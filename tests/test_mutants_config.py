@@ -732,12 +732,14 @@ def test_glm4_moe_even_partial_rotation_takes_the_usual_path():
 
 
 def test_an_integer_of_two_to_the_53_is_read_and_one_more_is_refused():
-    """Catches: the reader's documented upper bound (2**53, exact in float64) excluded."""
+    """Catches: the reader's documented bounds (1 and 2**53, exact in float64) moved."""
     from rope_ref._config.hf_reader import ConfigReader
 
     assert ConfigReader({"n": 2**53}).integer("n") == 2**53
-    with pytest.raises(ValueError, match=r"`n` must be an integer from 1 to 2\*\*53"):
-        ConfigReader({"n": 2**53 + 1}).integer("n")
+    assert ConfigReader({"n": 1}).integer("n") == 1
+    for value in (0, 2**53 + 1):
+        with pytest.raises(ValueError, match=r"`n` must be an integer from 1 to 2\*\*53"):
+            ConfigReader({"n": value}).integer("n")
 
 
 @pytest.mark.parametrize(
