@@ -787,10 +787,14 @@ def test_an_unknown_key_near_no_known_one_is_said_to_be_ignored():
     assert message.endswith("unknown key 'theta_of_the_moon' (from_hf ignores it).")
 
 
-@pytest.mark.parametrize("config", [object(), {1, 2}, frozenset()])
+class _ListWithAttributes(list[int]):
+    """A sequence whose instances have a ``__dict__``, as config objects do."""
+
+
+@pytest.mark.parametrize("config", [object(), {1, 2}, frozenset(), _ListWithAttributes([1])])
 def test_a_config_neither_a_mapping_nor_a_config_object_is_a_type_error(config):
-    """Catches: an object without attributes (``object()``, a set) taken for a config whose
-    every key is absent."""
+    """Catches: an object without attributes (``object()``, a set), or a sequence that has
+    some, taken for a config whose every key is absent."""
     with pytest.raises(TypeError, match="`config` must be a config mapping or a transformers"):
         rr.RopeSpec.from_hf(config)
 
