@@ -824,3 +824,10 @@ def test_deepseek_v4_config_json_keeps_its_two_ropes_apart():
         np.testing.assert_allclose(rr.inv_freq(spec), inv, rtol=1e-6)
     with pytest.raises(ValueError, match="`layer_type` must be one of 'compress', 'main'"):
         rr.RopeSpec.from_hf(given)
+
+
+@pytest.mark.parametrize("sections", [[1, 3, 4], np.array([2, 3, 3])])
+def test_a_section_of_one_pair_and_a_numpy_array_of_sections_are_read(sections):
+    """Catches: a pair count of 1 refused, or a NumPy array of sections not read as a list."""
+    spec = rr.RopeSpec.from_hf({"head_dim": 16, "rope_parameters": {"mrope_section": sections}})
+    assert spec.sections == tuple(int(n) for n in sections)
