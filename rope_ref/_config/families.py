@@ -30,6 +30,8 @@ class Family:
     output_layout: Layout | None = None
     #: Config flag that, when true, reads interleaved pairs and writes them in half order.
     interleave_flag: str | None = "rope_interleave"
+    #: The flag's value when the config does not give it (the HF config class's default).
+    interleave_default: bool = False
     #: Keys holding the rotated head size, first present wins (before ``head_dim``).
     head_dim_keys: tuple[str, ...] = ("qk_rope_head_dim",)
     #: The family's own names of (hidden_size, num_attention_heads): HF's attribute_map
@@ -47,6 +49,9 @@ class Family:
     #: Legacy names of ``partial_rotary_factor`` and ``rope_theta`` in raw configs.
     fraction_keys: tuple[str, ...] = ()
     base_keys: tuple[str, ...] = ()
+    #: Keys of `rope_parameters` that each hold one RoPE, where the family's config class
+    #: declares them (``_rope_type_labels``, absent from its config.json).
+    rope_type_labels: tuple[str, ...] = ()
     #: Legacy key of the sliding-window layers' base (their RoPE has no scaling).
     local_base_key: str | None = None
     #: Default ``mrope_section`` of the family's text rotary module, and its order.
@@ -170,7 +175,17 @@ FAMILIES: dict[str, Family] = {
         head_dim_keys=(),
         interleave_flag=None,
         rotary_at_end=True,
+        rope_type_labels=("main", "compress"),
     ),
+    # Multi-latent attention whose HF config class defaults rope_interleave to True: a
+    # config without the key reads interleaved pairs, as HF does.
+    **{
+        name: Family(
+            f"transformers/models/{name}/configuration_{name}.py: rope_interleave = True",
+            interleave_default=True,
+        )
+        for name in ("axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "sarvam_mla", "youtu")
+    },
     # Sub-configs of models whose rotary module is built from them.
     **{
         name: Family("transformers/models/blt/modeling_blt.py: rotate_half", layout=_EVERY_TWO)
@@ -266,9 +281,10 @@ FAMILIES: dict[str, Family] = {
         }.items()
     },
     "hy_v4_vl": Family(
-        "transformers/models/hy_v4_vl/modeling_hy_v4_vl.py: rotate_half, interleaved M-RoPE",
+        "transformers/models/hy_v4_vl/modeling_hy_v4_vl.py: rotate_half, interleaved M-RoPE; "
+        "configuration_hy_v4_vl.py: HYV4VLTextConfig sets mrope_section [12, 10, 10]",
         layout=_EVERY_TWO,
-        sections=(24, 20, 20),
+        sections=(12, 10, 10),
         section_order="interleaved",
     ),
     # No RoPE, or none that a RopeSpec states.

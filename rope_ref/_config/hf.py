@@ -51,10 +51,11 @@ def spec_from_hf(
     check_known_keys(cfg, strict=strict)
     top = _top_rope_parameters(cfg)
     top = _legacy_layer_parameters(top, cfg, family)
-    params = _layer_parameters(top, cfg, layer_type)
+    params = _layer_parameters(top, cfg, family, layer_type)
     rope_type = _rope_type(params, cfg)
     base = _base(params, cfg, family, layer_type)
-    head_dim, head_key = _head_dim(_layer_config(cfg, layer_type), cfg, family, rope_type)
+    layer = _layer_config(cfg, layer_type, family)
+    head_dim, head_key = _head_dim(layer, cfg, family, rope_type)
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
     fraction, source = _fraction_of(params, cfg, family, zero_allowed=rope_type == "proportional")
@@ -168,7 +169,9 @@ def _refuse_without_rope(family: Family, cfg: ConfigReader) -> None:
 
 def _layouts(cfg: ConfigReader, family: Family) -> tuple[Layout, Layout | None]:
     """(layout read, layout written or None) of the family, or of its interleave flag."""
-    if family.interleave_flag is not None and cfg.flag(family.interleave_flag):
+    if family.interleave_flag is not None and _or(
+        cfg.flag(family.interleave_flag), family.interleave_default
+    ):
         return "interleaved", "half"
     return family.layout, family.output_layout
 
@@ -177,18 +180,16 @@ def _legacy_layer_parameters(top: ConfigReader, cfg: ConfigReader, family: Famil
     """Gemma 3's raw configs: one set of parameters plus the sliding layers' own base.
 
     HF (``Gemma3TextConfig``) gives ``full_attention`` the parameters (scaling included)
-    and ``sliding_attention`` plain RoPE at ``rope_local_base_freq``.
+    and ``sliding_attention`` plain RoPE at ``rope_local_base_freq`` (default 10000).
     """
     key = family.local_base_key
-    if key is None or not cfg.has(key) or cfg.strings("layer_types") is None:
-        return top
-    labels = cfg.strings("layer_types") or ()
-    if any(label in _keys(top) for label in labels):
+    labels = _layer_types(cfg, family)
+    if key is None or labels is None or any(label in _keys(top) for label in labels):
         return top
     full = dict(top.config) if isinstance(top.config, Mapping) else dict(vars(top.config))
     if "rope_theta" not in full and cfg.has("rope_theta"):
         full["rope_theta"] = cfg.raw("rope_theta")
-    local = {"rope_type": "default", "rope_theta": cfg.raw(key)}
+    local = {"rope_type": "default", "rope_theta": _or(cfg.raw(key), 10000.0)}
     return ConfigReader({"full_attention": full, "sliding_attention": local}, top.where)
 
 
@@ -206,13 +207,34 @@ def _keys(params: ConfigReader) -> list[str]:
     return list(config) if isinstance(config, Mapping) else list(vars(config))
 
 
-def _layer_parameters(top: ConfigReader, cfg: ConfigReader, layer_type: str | None) -> ConfigReader:
+def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
+    """``layer_types``, or HF's default where a Gemma 3 config gives none.
+
+    HF (``Gemma3TextConfig``) makes every ``sliding_window_pattern``-th layer (default 6)
+    full attention and the others sliding.
+    """
+    types = cfg.strings("layer_types")
+    count = cfg.integer("num_hidden_layers")
+    if types is not None or family.local_base_key is None or count is None:
+        return types
+    pattern = cfg.integer("sliding_window_pattern") or 6
+    return tuple(
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(count)
+    )
+
+
+def _layer_parameters(
+    top: ConfigReader, cfg: ConfigReader, family: Family, layer_type: str | None
+) -> ConfigReader:
     """The parameters of `layer_type` when they are nested by layer type, else `top`.
 
     As HF, only keys that the config declares as layer types (``layer_types``, or a config
     class's ``_rope_type_labels``) count as nested.
     """
-    labels = cfg.strings("_rope_type_labels") or cfg.strings("layer_types") or ()
+    labels = (
+        cfg.strings("_rope_type_labels") or family.rope_type_labels or _layer_types(cfg, family)
+    )
+    labels = labels or ()
     nested = sorted(k for k in _keys(top) if k in labels)
     if not nested:
         if layer_type is not None:
@@ -304,15 +326,44 @@ def _axial_spec(head_dim: int, base: float) -> RopeSpec:
     return RopeSpec(head_dim, freqs=axial_freqs(sections, base=base), sections=sections)
 
 
-def _layer_config(cfg: ConfigReader, layer_type: str | None) -> ConfigReader | None:
-    """A config object's own view of the layers of `layer_type` (per-layer head sizes)."""
+def _layer_config(cfg: ConfigReader, layer_type: str | None, family: Family) -> ConfigReader | None:
+    """A config's own view of the layers of `layer_type` (per-layer head sizes)."""
     views = None if layer_type is None else _per_layer_safe(cfg, "per_layer_config", raw=True)
-    if views is None or isinstance(views, Mapping | list | tuple):
+    if isinstance(views, Mapping) and layer_type is not None:
+        return _layer_overrides(cfg, views, layer_type, family)
+    if views is None or isinstance(views, list | tuple):
         return None
     try:
         return ConfigReader(views[layer_type], f"{cfg.where}.per_layer_config[{layer_type!r}]")
     except Exception:
         return None
+
+
+def _layer_overrides(
+    cfg: ConfigReader, overrides: Mapping[Any, Any], layer_type: str, family: Family
+) -> ConfigReader | None:
+    """The overrides the layers of `layer_type` share, from config.json's ``per_layer_config``.
+
+    HF writes it as overrides keyed by layer index; a head size that differs among the
+    layers of one type is refused.
+    """
+    types = cfg.strings("layer_types")
+    if types is None:
+        return None
+    try:
+        by_index = {int(index): dict(values) for index, values in overrides.items()}
+    except (TypeError, ValueError):
+        requirement = "a mapping from layer index to a mapping of overrides"
+        cfg.fail("per_layer_config", requirement, overrides, ValueError)
+    layers = [by_index.get(i, {}) for i, kind in enumerate(types) if kind == layer_type]
+    keys = {key for layer in layers for key in layer}
+    shared = {k: layers[0][k] for k in keys if all(k in x and x[k] == layers[0][k] for x in layers)}
+    for key in (*family.head_dim_keys, "head_dim"):
+        if key in keys and key not in shared:
+            values = [layer.get(key) for layer in layers]
+            requirement = f"one {key} for every layer of type {layer_type!r}"
+            cfg.fail("per_layer_config", requirement, values, ValueError)
+    return ConfigReader(shared, f"{cfg.where}.per_layer_config[{layer_type!r}]")
 
 
 def _head_dim(
@@ -359,17 +410,18 @@ def _first_given(cfg: ConfigReader, keys: list[str]) -> tuple[str, int | None]:
 
 
 def _per_layer_safe(cfg: ConfigReader, key: str, *, raw: bool = False) -> Any:
-    """``cfg.integer(key)`` (`raw`: the value as stored), or None where refused.
+    """``cfg.integer(key)`` (`raw`: the value as stored), or ValueError where refused.
 
-    A config object refuses a per-layer attribute with transformers'
-    AmbiguousGlobalPerLayerAttributeError.
+    A config object refuses a per-layer attribute that differs between layers with
+    transformers' AmbiguousGlobalPerLayerAttributeError (HF's rotary modules then fail too).
     """
     try:
         return cfg.raw(key) if raw else cfg.integer(key)
     except (TypeError, ValueError):
         raise
-    except Exception:
-        return None
+    except Exception as error:
+        msg = f"`{key}` must be one value for the model; {cfg.where} refuses it: {error}"
+        raise ValueError(msg) from error
 
 
 def _original_max_position(params: ConfigReader, cfg: ConfigReader) -> int:
@@ -630,7 +682,7 @@ def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec |
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
         cfg = text
     _, family = _family(outer, cfg)
-    types = cfg.strings("layer_types")
+    types = _layer_types(cfg, family)
     count = cfg.integer("num_hidden_layers")
     if count is None and types is None:
         msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
