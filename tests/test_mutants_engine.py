@@ -161,3 +161,57 @@ def test_numba_refuses_a_bad_role_for_torch_tensors_as_for_numpy():
         for role in ("bogus", 3):
             with pytest.raises(ValueError, match="`role` must be one of"):
                 rr.apply_rope(x, rr.RopeSpec(8), role=role, backend="numba")
+
+
+# ----------------------------------------------------------------------------------------
+# Layout conversion: which axis moves, and the shapes of weights that are taken or refused
+# ----------------------------------------------------------------------------------------
+
+
+def _half_from_interleaved(n: int) -> list[int]:
+    """Half-layout feature h is interleaved feature 2h (first halves) or 2(h - n) + 1."""
+    return [2 * h if h < n else 2 * (h - n) + 1 for h in range(2 * n)]
+
+
+def _hf_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """HF's ``convert_llama_weights_to_hf`` permute: (heads, d/2, 2, in) -> (heads, 2, d/2, in)."""
+    rows = w.shape[0]
+    flat = w.reshape(n_heads, rows // n_heads // 2, 2, -1)
+    return np.swapaxes(flat, 1, 2).reshape(w.shape)
+
+
+def test_convert_layout_moves_the_feature_axis_of_every_token():
+    """Catches: the permutation taken along another axis than the last (tokens reordered)."""
+    x = np.arange(3 * 6, dtype=np.float64).reshape(3, 6)
+    got = rr.convert_layout(x, rr.RopeSpec(6), src="interleaved", dst="half")
+    np.testing.assert_array_equal(got, x[:, _half_from_interleaved(3)])
+    back = rr.convert_layout(got, rr.RopeSpec(6), src="half", dst="interleaved")
+    np.testing.assert_array_equal(back, x)
+
+
+@pytest.mark.parametrize(("n_heads", "in_features"), [(1, 3), (2, 3), (3, 5), (2, 16)])
+def test_permute_weights_permutes_rows_of_a_projection_as_hf_does(n_heads, in_features):
+    """Catches: 2-D weights refused, head_dim or divisibility read from the input features
+    (the last axis), columns permuted instead of rows, and a single head refused."""
+    head_dim = 8
+    w = np.random.default_rng(n_heads).standard_normal((n_heads * head_dim, in_features))
+    got = rr.permute_weights(w, n_heads=n_heads)
+    np.testing.assert_array_equal(got, _hf_permute(w, n_heads))
+    bias = w[:, 0].copy()
+    np.testing.assert_array_equal(rr.permute_weights(bias, n_heads=n_heads), got[:, 0])
+
+
+@pytest.mark.parametrize(
+    ("shape", "n_heads", "match"),
+    [
+        ((2, 8, 3), 2, r"`w` must be \(n_heads \* head_dim, in_features\)"),  # 3-D
+        ((2, 4, 2, 3), 2, r"`w` must be \(n_heads \* head_dim, in_features\)"),  # 4-D
+        ((12,), 5, r"`w` must be \(n_heads \* head_dim, in_features\)"),  # rows not divisible
+        ((12, 4), 0, r"`n_heads` must be at least 1; got 0"),
+    ],
+)
+def test_permute_weights_refuses_shapes_it_cannot_split_into_heads(shape, n_heads, match):
+    """Catches: weights of more than two axes accepted, the divisibility check dropped when
+    the weight has one or two axes, and zero heads reaching a division."""
+    with pytest.raises(ValueError, match=match):
+        rr.permute_weights(np.ones(shape), n_heads=n_heads)
