@@ -215,3 +215,59 @@ def test_permute_weights_refuses_shapes_it_cannot_split_into_heads(shape, n_head
     the weight has one or two axes, and zero heads reaching a division."""
     with pytest.raises(ValueError, match=match):
         rr.permute_weights(np.ones(shape), n_heads=n_heads)
+
+
+# ----------------------------------------------------------------------------------------
+# The table caches: their documented bounds, the exact byte bound, an eviction race
+# ----------------------------------------------------------------------------------------
+
+
+def test_the_caches_have_their_documented_bounds():
+    """Catches: the bounds of docs/kernels/numba.md changed (the positions cache holds at
+    most 32 entries and 256 MiB, the offsets cache 64 MiB with no bound on entries)."""
+    from rope_ref._engine.table_cache import offset_cache
+
+    assert (table_cache.max_bytes, offset_cache.max_bytes) == (256 * 2**20, 64 * 2**20)
+    assert offset_cache.max_entries is None
+    spec = rr.RopeSpec(4, base=7777.0)
+    x = np.ones((1, 4))
+    table_cache.clear()
+    for p in range(33):  # 33 calls with positions of their own: 33 tables
+        rr.apply_rope(x, spec, np.array([p]))
+    assert len(table_cache) == 32
+
+
+def test_a_table_of_exactly_the_byte_bound_is_kept():
+    """Catches: a pair whose size equals `max_bytes` refused (only larger ones are)."""
+    from rope_ref._engine.table_cache import ENTRY_OVERHEAD, TableCache
+
+    cache = TableCache(max_entries=None, max_bytes=2 * 4 * 8 + ENTRY_OVERHEAD)
+    builds = []
+
+    def build():
+        builds.append(1)
+        return np.zeros(4), np.zeros(4)
+
+    first = cache.get_or_build("k", build)
+    assert cache.get_or_build("k", build)[0] is first[0]
+    assert builds == [1]
+    assert len(cache) == 1
+
+
+def test_a_hit_evicted_by_another_thread_before_its_move_is_still_returned():
+    """Catches: the KeyError of `move_to_end` let out when another thread evicts the entry
+    between the look-up and the move (the race is made certain here)."""
+    from collections import OrderedDict
+
+    from rope_ref._engine.table_cache import TableCache
+
+    class EvictedRightAfterLookUp(OrderedDict):
+        def get(self, key, default=None):
+            hit = super().get(key, default)
+            self.pop(key, None)  # another thread evicts it now
+            return hit
+
+    cache = TableCache(max_entries=4, max_bytes=1 << 20)
+    stored = cache.get_or_build("k", lambda: (np.arange(3.0), np.ones(3)))
+    cache._entries = EvictedRightAfterLookUp(cache._entries)
+    assert cache.get("k") is stored
