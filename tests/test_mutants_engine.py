@@ -271,3 +271,28 @@ def test_a_hit_evicted_by_another_thread_before_its_move_is_still_returned():
     stored = cache.get_or_build("k", lambda: (np.arange(3.0), np.ones(3)))
     cache._entries = EvictedRightAfterLookUp(cache._entries)
     assert cache.get("k") is stored
+
+
+# ----------------------------------------------------------------------------------------
+# RoPE-Mixed: which backend rotates
+# ----------------------------------------------------------------------------------------
+
+
+def test_rope_mixed_reference_rounds_the_float64_rotation_once():
+    """Catches: the reference and Numba branches swapped. The reference rotates in float64
+    and rounds once, so every float32 output is within half an ulp (and a float64 hair) of
+    the formula; the kernel's float32 tables are off by more somewhere in 4096 values."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(7)
+    freqs = rng.uniform(0.1, 3.0, size=(2, 8))  # (axes, pairs)
+    positions = rng.uniform(0.0, 50.0, size=(256, 2))  # (seq, axes): (t_x, t_y)
+    x = rng.standard_normal((256, 16)).astype(np.float32)
+    phi = positions @ freqs  # phi_j(t) = t_x f_xj + t_y f_yj
+    a, b = x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64)
+    want = np.empty((256, 16))
+    want[:, 0::2] = a * np.cos(phi) - b * np.sin(phi)
+    want[:, 1::2] = b * np.cos(phi) + a * np.sin(phi)
+    got = rr.apply_rope_mixed(x, freqs, positions)
+    assert got.dtype == np.float32
+    half_ulp = np.spacing(np.abs(want).astype(np.float32)) / 2
+    assert np.all(np.abs(got - want) <= half_ulp * (1 + 1e-6) + 1e-300)
