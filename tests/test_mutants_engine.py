@@ -296,3 +296,83 @@ def test_rope_mixed_reference_rounds_the_float64_rotation_once():
     assert got.dtype == np.float32
     half_ulp = np.spacing(np.abs(want).astype(np.float32)) / 2
     assert np.all(np.abs(got - want) <= half_ulp * (1 + 1e-6) + 1e-300)
+
+
+# ----------------------------------------------------------------------------------------
+# apply_rope / apply_rope_qk: routing of "auto", key positions, joint seq_len, caching
+# ----------------------------------------------------------------------------------------
+
+
+def test_auto_picks_numba_for_plain_native_numpy_arrays_only():
+    """Catches: "auto" sending plain NumPy arrays to the reference, or memmaps and
+    byte-swapped arrays (which the kernel does not take) to the kernel."""
+    pytest.importorskip("numba")
+    plain = np.ones((3, 8), dtype=np.float32)
+    assert api._resolve_backend("auto", plain) == "numba"
+    assert api._resolve_backend("auto", plain.astype(">f4")) == "reference"
+    assert api._resolve_backend("auto", plain.view(np.recarray)) == "reference"
+
+
+def test_calls_without_positions_are_cached_too(monkeypatch):
+    """Catches: the table cache skipped for default positions (positions=None)."""
+    keys = []
+    original = table_cache.get_or_build
+
+    def counting(key, build):
+        keys.append(key)
+        return original(key, build)
+
+    monkeypatch.setattr(table_cache, "get_or_build", counting)
+    x = np.random.default_rng(5).standard_normal((4, 8))
+    rr.apply_rope(x, rr.RopeSpec(8))
+    assert len(keys) == 1
+
+
+def test_bad_key_positions_are_named_as_such():
+    """Catches: the error for key positions that do not fit `k` speaking of `positions`."""
+    q, k = np.ones((2, 8)), np.ones((5, 8))
+    with pytest.raises(ValueError, match="`k_positions`") as err:
+        rr.apply_rope_qk(q, k, k_positions=np.arange(4))
+    assert "`positions`" not in str(err.value)
+
+
+def test_queries_take_the_newest_key_positions_of_each_batch_row():
+    """Catches: the newest key positions read along the batch axis instead of the sequence
+    axis of (batch, seq) key positions (their count, their start, or their slice)."""
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 1, 3, 8))  # (batch, heads, seq, head_dim)
+    k = rng.standard_normal((2, 1, 5, 8))
+    k_positions = np.array([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])
+    q_rot, k_rot = rr.apply_rope_qk(q, k, k_positions=k_positions)
+    for b in range(2):
+        np.testing.assert_allclose(
+            q_rot[b, 0], _rotate_half(q[b, 0], k_positions[b, 2:]), atol=1e-13
+        )
+        np.testing.assert_allclose(k_rot[b, 0], _rotate_half(k[b, 0], k_positions[b]), atol=1e-13)
+
+
+def test_multi_axis_key_positions_have_a_trailing_axis_of_coordinates():
+    """Catches: the trailing axis of multi-axis key positions counted as a grid axis (or two
+    axes dropped) when they are checked against `k` and when the queries take the newest."""
+    spec = rr.RopeSpec(12, sections=(2, 2, 2))
+    rng = np.random.default_rng(8)
+    q, k = rng.standard_normal((2, 12)), rng.standard_normal((4, 12))
+    k_positions = np.array([[0, 0, 0], [1, 2, 3], [2, 4, 6], [3, 6, 9]])
+    q_rot, k_rot = rr.apply_rope_qk(q, k, spec, k_positions=k_positions)
+    want_q = rr.apply_rope(q, spec, k_positions[2:])
+    want_k = rr.apply_rope(k, spec, k_positions)
+    np.testing.assert_array_equal(q_rot, want_q)
+    np.testing.assert_array_equal(k_rot, want_k)
+
+
+def test_a_joint_seq_len_counts_the_offset_once():
+    """Catches: the offset subtracted from (not added to) max(positions) + 1 in the seq_len
+    shared by queries and keys: passing `offset` must equal adding it to the positions."""
+    spec = rr.RopeSpec(16, scaling=rr.scaling.DynamicNTK(4.0, max_position=64))
+    rng = np.random.default_rng(9)
+    q, k = rng.standard_normal((2, 16)), rng.standard_normal((3, 16))
+    p = np.array([1, 2, 3])
+    shifted = rr.apply_rope_qk(q, k, spec, p[1:], k_positions=p + 200)
+    given = rr.apply_rope_qk(q, k, spec, p[1:] - 200, k_positions=p, offset=200)
+    for got, want in zip(given, shifted, strict=True):
+        np.testing.assert_array_equal(got, want)
