@@ -376,3 +376,18 @@ def test_a_joint_seq_len_counts_the_offset_once():
     given = rr.apply_rope_qk(q, k, spec, p[1:] - 200, k_positions=p, offset=200)
     for got, want in zip(given, shifted, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_kernel_writes_pairs_in_the_spec_s_output_layout():
+    """Catches: the spec's `output_layout` not handed to the kernel (pairs read interleaved
+    written interleaved) or handed on when it is not set."""
+    pytest.importorskip("numba")
+    x = np.random.default_rng(10).standard_normal((3, 8))
+    spec = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    positions = np.arange(3) + 2
+    got = rr.apply_rope(x, spec, positions, backend="numba")
+    order = _half_from_interleaved(4)  # interleaved feature order[h] is written at h
+    want = _rotate_half(x[:, order], positions)  # the interleaved rotation, laid out as half
+    np.testing.assert_allclose(got, want, atol=1e-13)
+    plain = rr.apply_rope(x, rr.RopeSpec(8), positions, backend="numba")
+    np.testing.assert_allclose(plain, _rotate_half(x, positions), atol=1e-13)
