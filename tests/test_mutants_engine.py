@@ -391,3 +391,21 @@ def test_the_kernel_writes_pairs_in_the_spec_s_output_layout():
     np.testing.assert_allclose(got, want, atol=1e-13)
     plain = rr.apply_rope(x, rr.RopeSpec(8), positions, backend="numba")
     np.testing.assert_allclose(plain, _rotate_half(x, positions), atol=1e-13)
+
+
+def test_key_positions_that_cannot_give_the_queries_theirs_are_refused_by_name():
+    """Catches: a single (0-d) key position reaching an index error, and multi-axis key
+    positions of the wrong length refused under the name `positions` (or not checked)."""
+    with pytest.raises(ValueError, match="`q` must not have more tokens"):
+        rr.apply_rope_qk(np.ones((2, 8)), np.ones((5, 8)), k_positions=np.int64(3))
+    spec = rr.RopeSpec(12, sections=(2, 2, 2))
+    with pytest.raises(ValueError, match=r"`k_positions` must broadcast to k\.shape"):
+        rr.apply_rope_qk(np.ones((2, 12)), np.ones((4, 12)), spec, k_positions=np.zeros((3, 3)))
+
+
+def test_an_odd_last_axis_without_a_spec_is_refused_naming_the_array():
+    """Catches: RopeSpec's own error let out when spec is None, without naming `x` or `q`."""
+    with pytest.raises(ValueError, match=r"`x` must give a valid head_dim when spec is None"):
+        rr.apply_rope(np.ones((3, 7)))
+    with pytest.raises(ValueError, match=r"`q` must give a valid head_dim when spec is None"):
+        rr.apply_rope_qk(np.ones((3, 7)), np.ones((3, 7)))
