@@ -409,3 +409,14 @@ def test_an_odd_last_axis_without_a_spec_is_refused_naming_the_array():
         rr.apply_rope(np.ones((3, 7)))
     with pytest.raises(ValueError, match=r"`q` must give a valid head_dim when spec is None"):
         rr.apply_rope_qk(np.ones((3, 7)), np.ones((3, 7)))
+
+
+def test_empty_queries_and_keys_with_a_negative_offset_are_accepted_as_by_apply_rope():
+    """Catches: the offset added to the seq_len of no positions at all, which refused empty
+    queries and keys at an offset below -1 where `apply_rope` accepts each of them."""
+    spec = rr.RopeSpec(8, scaling=rr.scaling.DynamicNTK(4.0, max_position=64))
+    empty, none = np.ones((0, 8)), np.arange(0)
+    for offset in (-1.5, -2.5, 3):
+        assert rr.apply_rope(empty, spec, none, offset=offset).shape == (0, 8)
+        q_rot, k_rot = rr.apply_rope_qk(empty, empty, spec, none, offset=offset)
+        assert q_rot.shape == k_rot.shape == (0, 8)
