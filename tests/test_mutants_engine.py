@@ -420,3 +420,25 @@ def test_empty_queries_and_keys_with_a_negative_offset_are_accepted_as_by_apply_
         assert rr.apply_rope(empty, spec, none, offset=offset).shape == (0, 8)
         q_rot, k_rot = rr.apply_rope_qk(empty, empty, spec, none, offset=offset)
         assert q_rot.shape == k_rot.shape == (0, 8)
+
+
+def test_default_key_positions_stay_on_the_host_where_jax_has_no_float64():
+    """Catches: the default key positions of `apply_rope_qk` made by JAX without x64 (int32,
+    which wraps past 2**31) instead of on the host in int64."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        rng = np.random.default_rng(11)
+        q, k = rng.standard_normal((2, 8)), rng.standard_normal((5, 8))
+        offset = 2**40
+        q_rot, k_rot = rr.apply_rope_qk(
+            jnp.asarray(q, dtype=jnp.float32), jnp.asarray(k, dtype=jnp.float32), offset=offset
+        )
+        q_rot, k_rot = np.asarray(q_rot), np.asarray(k_rot)
+    finally:
+        jax.config.update("jax_enable_x64", was)
+    positions = offset + np.arange(5, dtype=np.float64)
+    np.testing.assert_allclose(k_rot, _rotate_half(k, positions), atol=2e-5)
+    np.testing.assert_allclose(q_rot, _rotate_half(q, positions[3:]), atol=2e-5)
