@@ -442,3 +442,24 @@ def test_default_key_positions_stay_on_the_host_where_jax_has_no_float64():
     positions = offset + np.arange(5, dtype=np.float64)
     np.testing.assert_allclose(k_rot, _rotate_half(k, positions), atol=2e-5)
     np.testing.assert_allclose(q_rot, _rotate_half(q, positions[3:]), atol=2e-5)
+
+
+def test_jax_positions_without_float64_are_read_on_the_host_or_refused_by_name():
+    """Catches: JAX positions left on a device without float64 (not copied to the host for
+    the float64 tables), and a traced array's own conversion error let out unnamed."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        x = np.random.default_rng(12).standard_normal((3, 8))
+        p = np.array([5, 1, 7])
+        got = np.asarray(
+            rr.apply_rope(jnp.asarray(x, jnp.float32), None, jnp.asarray(p), offset=2**40)
+        )
+        traced = jax.jit(lambda a, b: rr.apply_rope(a, None, b))
+        with pytest.raises(ValueError, match="`positions` must be readable"):
+            traced(jnp.asarray(x, jnp.float32), jnp.asarray(p))
+    finally:
+        jax.config.update("jax_enable_x64", was)
+    np.testing.assert_allclose(got, _rotate_half(x, 2.0**40 + p), atol=2e-5)
