@@ -463,3 +463,13 @@ def test_jax_positions_without_float64_are_read_on_the_host_or_refused_by_name()
     finally:
         jax.config.update("jax_enable_x64", was)
     np.testing.assert_allclose(got, _rotate_half(x, 2.0**40 + p), atol=2e-5)
+
+
+def test_auto_rotates_numpy_queries_and_keys_past_the_cuda_short_road():
+    """Catches: the CUDA short road of `apply_rope_qk` returning its "not for me" (None)
+    for arrays it does not take, instead of handing them on."""
+    rng = np.random.default_rng(13)
+    q, k = rng.standard_normal((2, 8)), rng.standard_normal((5, 8))
+    q_rot, k_rot = rr.apply_rope_qk(q, k, backend="auto")
+    np.testing.assert_allclose(k_rot, _rotate_half(k, np.arange(5)), atol=1e-13)
+    np.testing.assert_allclose(q_rot, _rotate_half(q, np.arange(3, 5)), atol=1e-13)
