@@ -473,3 +473,42 @@ def test_auto_rotates_numpy_queries_and_keys_past_the_cuda_short_road():
     q_rot, k_rot = rr.apply_rope_qk(q, k, backend="auto")
     np.testing.assert_allclose(k_rot, _rotate_half(k, np.arange(5)), atol=1e-13)
     np.testing.assert_allclose(q_rot, _rotate_half(q, np.arange(3, 5)), atol=1e-13)
+
+
+def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
+    """Catches: every backend name (the reference's too) tried on the CUDA short road, which
+    would rotate a CUDA array by the kernel when the reference was asked for."""
+    knocked = []
+
+    class Road:
+        @staticmethod
+        def apply(*args):
+            knocked.append("apply")
+
+        @staticmethod
+        def apply_qk(*args):
+            knocked.append("apply_qk")
+
+    monkeypatch.setattr(api, "_cuda_call", lambda: Road)
+    x = np.random.default_rng(14).standard_normal((3, 8))
+    for backend in ("reference", "exact"):
+        rr.apply_rope(x, backend=backend)
+        rr.apply_rope_qk(x, x, backend=backend)
+    assert knocked == []
+    rr.apply_rope(x, None, np.arange(3), backend="auto")  # positions: past the NumPy short road
+    assert knocked == ["apply"]
+
+
+def test_auto_leaves_cuda_arrays_that_record_gradients_to_the_reference(monkeypatch):
+    """Catches: "auto" resolving a CUDA tensor that records gradients to the kernel (such
+    calls reach the kernel through its autograd operator, before; the rest are the
+    reference's), and CUDA arrays without gradients not resolved to the kernel."""
+    xp = pytest.importorskip("array_api_strict")
+    grads = {"on": True}
+    monkeypatch.setattr(api, "unusable_reason", lambda name: None)  # as if CuPy were there
+    monkeypatch.setattr(api, "is_cuda_array", lambda x: True)  # a stand-in device array
+    monkeypatch.setattr(api, "records_grad", lambda x: grads["on"])
+    x = xp.ones((3, 8), dtype=xp.float32)
+    assert api._resolve_backend("auto", x) == "reference"
+    grads["on"] = False
+    assert api._resolve_backend("auto", x) == "cupy"
