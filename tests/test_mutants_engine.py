@@ -512,3 +512,13 @@ def test_auto_leaves_cuda_arrays_that_record_gradients_to_the_reference(monkeypa
     assert api._resolve_backend("auto", x) == "reference"
     grads["on"] = False
     assert api._resolve_backend("auto", x) == "cupy"
+
+
+def test_rope_angles_takes_its_arguments_by_name_and_backend_only_by_name():
+    """Catches: the keyword-only marker of `rope_angles` turned into a positional-only one,
+    which refuses `spec=`, `positions=` and `seq_len=` by name and takes `backend` by place."""
+    spec = rr.RopeSpec(4)
+    angles = rr.rope_angles(spec=spec, positions=[0, 1, 2], seq_len=3)
+    np.testing.assert_array_equal(angles, np.arange(3)[:, None] * np.array([1.0, 0.01]))
+    with pytest.raises(TypeError):
+        rr.rope_angles(spec, [0, 1], None, "reference")  # type: ignore[call-arg]
