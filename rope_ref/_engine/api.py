@@ -582,7 +582,9 @@ def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) ->
     """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
     arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
     tops = [max_plus_one(p, array_namespace(p)) for p in arrays if 0 not in p.shape]
-    return inferred_seq_len(max(tops, default=1.0) + float(check_offset(offset)))
+    shift = float(check_offset(offset))
+    # no positions: nothing to rotate, and 1.0 as apply_rope's max(positions) + 1 of none
+    return inferred_seq_len(max(tops) + shift) if tops else 1.0
 
 
 def _kernel_qk(
