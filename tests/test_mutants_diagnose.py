@@ -1,12 +1,58 @@
-"""Diagnoses where a planted mistake in rope_ref/testing/_diagnose.py hides."""
+"""Diagnoses where a planted mistake in the testing kit's diagnoses hides.
+
+Every wrong result is built here (the oracle with one ingredient changed, or a rotation
+written in NumPy), and every number a message is checked for is worked out here.
+"""
 
 from __future__ import annotations
 
+import math
+
+import ml_dtypes
 import numpy as np
 import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
+from rope_ref.testing._diagnose_numeric import round_to
+from rope_ref.testing._diagnose_variants import ranges
+from rope_ref.testing._explain import wrap
+
+# -- the helpers the messages and the candidates are built with --------------------------------
+
+
+def test_round_to_bfloat16_rounds_to_nearest_even_as_ml_dtypes_does():
+    """Catches: the bfloat16 rounding's bias, tie bit or shift off (ties not to even, values
+    truncated). Values: ties between odd and even neighbours either way, just off a tie, the
+    largest finite values, a subnormal."""
+    ulp = 2.0**-7
+    tie, nudge = 1 + ulp / 2, 2.0**-20
+    ties = [tie, 1 + 3 * ulp / 2, -tie, tie + nudge, tie - nudge]
+    values = np.array([*ties, 3.0e38, -3.0e38, 1e-40, 255.5, 256.5, 257.0, 0.0, 1.0, -2.75e-3])
+    want = values.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.array_equal(round_to(values, "bfloat16"), want)
+    assert list(round_to(values[:3], "bfloat16")) == [1.0, 1 + 2 * ulp, -1.0]
+
+
+def test_round_to_float16_is_numpys_cast():
+    values = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 2049.0, 2051.0, -0.1])
+    assert list(round_to(values, "float16")) == [1.0, 1 + 2.0**-9, 2048.0, 2052.0, -0.0999755859375]
+
+
+def test_ranges_names_runs_and_single_indices():
+    """Catches: a run closed one early or late, a single index written as a run."""
+    assert ranges([0, 1, 2, 3, 7, 9, 10, 11]) == "0-3, 7, 9-11"
+    assert ranges([5]) == "5"
+    assert ranges([0, 2, 4, 5]) == "0, 2, 4-5"
+
+
+def test_wrap_brings_angles_into_minus_pi_to_pi():
+    """Catches: another period, or the half-open interval's ends swapped."""
+    got = wrap(np.array([math.pi, -math.pi, 1.5 * math.pi, -1.5 * math.pi, 7.0, -20.0, 0.25]))
+    want = [-math.pi, -math.pi, -0.5 * math.pi, 0.5 * math.pi, 7.0 - 2 * math.pi]
+    want += [-20.0 + 6 * math.pi, 0.25]
+    assert np.allclose(got, want, rtol=0.0, atol=1e-12)
+    assert got[0] == -math.pi
 
 
 @pytest.mark.parametrize(("shift", "off_by_one"), [(1, True), (-1, True), (2, False)])
@@ -124,3 +170,80 @@ def test_fractional_positions_past_the_last_good_one_are_not_called_a_short_tabl
     found = diagnose(rr.apply_rope(x, spec, p % 10), x, spec, p)
     assert found is not None
     assert found.cause != "position_range"
+
+
+# -- the inverse rotation: every angle read off the result turns the other way ---------------
+
+
+def _inv(d, base=10000.0):
+    return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+
+
+def _rotate(x, angles, layout="half"):
+    """Rotate the pairs of `x` by `angles` (shape ``x.shape[:-1] + (n,)``), float64."""
+    n = angles.shape[-1]
+    a, b = (x[..., :n], x[..., n:]) if layout == "half" else (x[..., 0::2], x[..., 1::2])
+    cos, sin = np.cos(angles), np.sin(angles)
+    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    if layout == "half":
+        return np.concatenate([a2, b2], axis=-1)
+    return np.stack([a2, b2], axis=-1).reshape(x.shape)
+
+
+P = np.array([0, 1, 2, 3, 5, 8, 13, 100, 1000, 4000])
+
+
+def test_an_inverse_rotation_with_a_table_of_the_other_layout_is_named():
+    """Catches: the sign of the inverse dropped from the table-layout candidate (it then
+    rotates forwards, and the inverse rotation's mistake goes unnamed)."""
+    d = 16
+    x = np.random.default_rng(20).uniform(-1.0, 1.0, (2, P.size, d))
+    angles = P[:, None] * _inv(d)
+    cos, sin = np.repeat(np.cos(angles), 2, -1), np.repeat(np.sin(angles), 2, -1)
+    partner = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], -1)  # rotate_half
+    y = x * cos - partner * sin  # sin negated: the inverse
+    found = diagnose(y, x, rr.RopeSpec(d), P, inverse=True)
+    assert found is not None
+    assert found.cause == "table_layout"
+    assert "built for the 'interleaved' layout" in found.message
+
+
+def test_an_inverse_rotation_with_another_base_is_fitted():
+    """Catches: the frequencies measured off an inverse result with the wrong sign (no base
+    can then be fitted: 12345 is not a common one)."""
+    d = 32
+    x = np.random.default_rng(21).uniform(-1.0, 1.0, (P.size, d))
+    y = _rotate(x, -P[:, None] * _inv(d, 12345.0))
+    found = diagnose(y, x, rr.RopeSpec(d), P, inverse=True)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert "follow base 12345 instead of the spec's base 10000" in found.message
+
+
+def test_an_inverse_rotation_with_another_linear_factor_is_fitted():
+    """Catches: the low-position frequencies of an inverse result read with the wrong sign
+    (factor 5 is not among the common ones: it must be fitted)."""
+    d = 32
+    x = np.random.default_rng(22).uniform(-1.0, 1.0, (P.size, d))
+    y = _rotate(x, -P[:, None] * _inv(d) / 5.0)
+    spec = rr.RopeSpec(d, scaling=rr.scaling.Linear(2.0))
+    found = diagnose(y, x, spec, P, inverse=True)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message == (
+        "the result follows Linear(factor=5.0), but the spec says Linear(factor=2.0): "
+        "the factor is 5, not 2."
+    )
+
+
+def test_an_inverse_rotation_from_a_clamped_table_is_found():
+    """Catches: the table row at the first failing position read with the wrong sign for
+    the inverse (the clamped length, 3125, is then not found)."""
+    spec = rr.RopeSpec(8, base=100.0)
+    p = np.array([0, 500, 1000, 1500, 2000, 2500, 3000, 3200, 3500])
+    x = np.random.default_rng(23).uniform(-1.0, 1.0, (p.size, 8))
+    y = _rotate(x, -np.minimum(p, 3124)[:, None] * _inv(8, 100.0))
+    found = diagnose(y, x, spec, p, inverse=True)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert "larger positions are clamped to 3124 (" in found.message
