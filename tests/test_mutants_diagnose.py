@@ -247,3 +247,153 @@ def test_an_inverse_rotation_from_a_clamped_table_is_found():
     assert found is not None
     assert found.cause == "position_range"
     assert "larger positions are clamped to 3124 (" in found.message
+
+
+# -- what each message says, with its numbers worked out here ------------------------------
+
+
+def _x(shape, seed):
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
+
+
+def test_a_rotation_over_the_whole_head_for_a_partial_spec_names_both_ranges():
+    """Catches: the range tried, or the range named, off by a pair or at the wrong start."""
+    x, p = _x((6, 16), 30), np.arange(6) * 7
+    y = _rotate(x, p[:, None] * _inv(16))  # all 16 features, where the spec rotates 8
+    found = diagnose(y, x, rr.RopeSpec(16, rotary_dim=8), p)
+    assert found is not None
+    assert found.cause == "rotary_dim"
+    assert found.message == (
+        "the result rotates features [0, 16) (rotary_dim=16, rotary_start=0), but the spec "
+        "rotates [0, 8) (rotary_dim=8, rotary_start=0); partial rotary was ignored or misplaced."
+    )
+
+
+def test_changed_pass_through_features_are_listed_first_eight():
+    """Catches: the pass-through check skipped or inverted, or the list cut elsewhere."""
+    x, p = _x((6, 32), 31), np.arange(6) * 7
+    y = x.copy()
+    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, 8:] *= 2.0  # the pass-through features doubled
+    found = diagnose(y, x, rr.RopeSpec(32, rotary_dim=8), p)
+    assert found is not None
+    assert found.cause == "rotary_dim"
+    assert found.message.startswith(
+        "features [8, 9, 10, 11, 12, 13, 14, 15] changed although the spec rotates only [0, 8)"
+    )
+
+
+def test_a_result_equal_to_x_everywhere_says_no_row_was_rotated():
+    """Catches: the all-identity case told as a cut-off after some correct rows."""
+    x, p = _x((4, 16), 32), np.array([5, 6, 7, 9])
+    found = diagnose(x.copy(), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "identity"
+    assert found.message.startswith(
+        "no row was rotated: the result equals x (identity) at positions 5 and up;"
+    )
+
+
+def test_non_finite_and_zeros_count_their_elements():
+    spec, x, p = rr.RopeSpec(16), _x((4, 16), 33), np.arange(4) * 3 + 1
+    y = _rotate(x, p[:, None] * _inv(16))
+    bad = y.copy()
+    bad[1, 2], bad[3, 0] = np.nan, -np.inf
+    found = diagnose(bad, x, spec, p)
+    assert found is not None
+    assert found.cause == "non-finite"
+    assert found.message.startswith("2 element(s) of the result are NaN or infinite")
+    zeroed = y.copy()
+    zeroed[2] = 0.0
+    found = diagnose(zeroed, x, spec, p)
+    assert found is not None
+    assert found.cause == "zeros"
+    assert "(16 of them)" in found.message
+
+
+def test_an_unexplained_mismatch_names_the_failing_rows_and_pairs():
+    """Catches: the failing and passing rows swapped or merged, the pairs not listed."""
+    x, p = _x((6, 16), 34), np.arange(6) * 10
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[4:, 3] += 0.3  # pair 3 of the rows at positions 40 and 50 corrupted
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message == (
+        "no single known cause explains the mismatch; failing rows sit at positions 40 to 50; "
+        "passing rows at 0 to 30; only pairs 3 (of 8) differ."
+    )
+
+
+def _mrope(x, grid, sections, base=10000.0):
+    """Chunked M-RoPE written out: pair j turns with the axis whose section holds it."""
+    d = x.shape[-1]
+    axis = np.repeat(np.arange(len(sections)), sections)
+    return _rotate(x, grid[:, axis] * _inv(d, base))
+
+
+GRID = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
+
+
+def test_multi_axis_positions_read_in_another_axis_order_are_named():
+    x = _x((GRID.shape[0], 16), 35)
+    y = _mrope(x, GRID[:, [1, 0, 2]], (2, 3, 3))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message.startswith("the position axes are read in the order [1, 0, 2] ")
+
+
+@pytest.mark.parametrize("axis", [0, 2])
+def test_multi_axis_positions_collapsed_to_one_axis_name_that_axis(axis):
+    x = _x((GRID.shape[0], 16), 36)
+    y = _rotate(x, GRID[:, axis : axis + 1] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message.startswith(f"the result is 1-D RoPE at the positions of axis {axis} ")
+
+
+def _bf16(values):
+    return np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+@pytest.mark.parametrize(
+    ("angles", "what"),
+    [
+        (lambda p, t: _bf16(p * t), "the angles were rounded to bfloat16"),
+        (lambda p, t: _bf16(_bf16(p) * _bf16(t)), "positions * inv_freq was computed in bfloat16"),
+        (lambda p, t: p * _bf16(t), "the inverse frequencies were held in bfloat16"),
+    ],
+)
+def test_angles_built_in_bfloat16_say_which_step_was_rounded(angles, what):
+    """Catches: a rounding candidate dropped, or its message given to another."""
+    x, p = _x((12, 16), 37), np.arange(0, 3000, 250)[:, None]
+    y = _rotate(x, angles(p.astype(np.float64), _inv(16)))
+    found = diagnose(y, x, rr.RopeSpec(16), p[:, 0])
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message.startswith(what + " (under autocast")
+
+
+def test_an_exponent_stepping_by_one_over_d_is_named():
+    x, p = _x((6, 16), 38), np.arange(6) * 3
+    y = _rotate(x, p[:, None] * 10000.0 ** (-np.arange(8) / 16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert found.message.startswith("theta_j = base^(-j/16) instead of base^(-2j/16)")
+
+
+def test_one_pair_at_another_frequency_names_that_pair_and_both_frequencies():
+    """Catches: the pair with the largest relative error misread, or the frequencies
+    measured off the wrong rows. Every angle stays below pi (positions 0 to 3), where the
+    frequencies can be read off a single rotation."""
+    x, p = _x((4, 16), 39), np.arange(4)
+    theta = _inv(16)
+    wrong = theta.copy()
+    wrong[2] *= 1.5  # 0.1 rad per position becomes 0.15
+    found = diagnose(_rotate(x, p[:, None] * wrong), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert "pair 2 turns by 0.15 rad per position, the spec says 0.1 " in found.message
