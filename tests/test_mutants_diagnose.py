@@ -397,3 +397,35 @@ def test_one_pair_at_another_frequency_names_that_pair_and_both_frequencies():
     assert found is not None
     assert found.cause == "frequencies"
     assert "pair 2 turns by 0.15 rad per position, the spec says 0.1 " in found.message
+
+
+def test_multi_axis_result_with_a_common_split_of_the_pairs_names_it():
+    """Catches: the common section splits not tried (they are not a permutation of the
+    spec's)."""
+    x = _x((GRID.shape[0], 16), 40)
+    y = _mrope(x, GRID, (2, 3, 3))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 2, 2)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message == "the sections are [2, 3, 3], not the spec's [4, 2, 2]."
+
+
+def test_dynamic_ntk_with_another_context_length_is_named():
+    """Catches: the context lengths of a dynamic NTK rule not tried. The result is written
+    with HF's dynamic base at L = max(position) + 1 = 6001 and max_position 2048. At one
+    length that is NTK-aware scaling by a factor the slowest pair gives away; with that
+    pair zero in `x` no factor can be fitted, and the dynamic rule's lengths are tried."""
+    d, p = 16, np.array([0, 1, 2, 3, 40, 700, 3000, 6000])
+    x = _x((p.size, d), 41)
+    x[:, [7, 15]] = 0.0
+    ratio = 2.0 * 6001 / 2048 - 1.0
+    y = _rotate(x, p[:, None] * _inv(d, 10000.0 * ratio ** (d / (d - 2))))
+    spec = rr.RopeSpec(d, scaling=rr.scaling.DynamicNTK(2.0, max_position=4096))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message == (
+        "the result follows DynamicNTK(factor=2.0, max_position=2048), but the spec says "
+        "DynamicNTK(factor=2.0, max_position=4096): the original (pre-training) context "
+        "length differs."
+    )
