@@ -429,3 +429,31 @@ def test_dynamic_ntk_with_another_context_length_is_named():
         "DynamicNTK(factor=2.0, max_position=4096): the original (pre-training) context "
         "length differs."
     )
+
+
+def test_an_inverted_yarn_ramp_names_the_fast_and_the_slow_pairs():
+    """Catches: the fast and slow pairs split at another share of the ramp, or swapped. The
+    ramp is YaRN's as written in the paper: d = 32, factor 4, original length 256 put the
+    ramp's ends at dims 0 and 7, so pairs 0-3 keep more than half their frequency."""
+    d, factor, original, base = 32, 4.0, 256, 10000.0
+
+    def dim(rotations):
+        return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = max(math.floor(dim(32.0)), 0), min(math.ceil(dim(1.0)), d - 1)
+    assert (low, high) == (0, 7)
+    ramp = np.clip((np.arange(d // 2) - low) / (high - low), 0.0, 1.0)
+    inv = _inv(d, base)
+    inverted = inv / factor * (1 - ramp) + inv * ramp  # fast pairs slowed, slow ones kept
+    p = np.array([0, 1, 2, 3, 7, 50, 300, 1000])
+    x = _x((p.size, d), 42)
+    y = _rotate(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
+    spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(factor, original_max_position=original))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith(
+        "YaRN's ramp is inverted: the result slows the fast pairs 0-3 by the factor 4 and "
+        "leaves the slow pairs 4-15 at their original frequency; the rule keeps fast pairs "
+        "(wavelength below original_max_position / beta_fast) and divides slow pairs by 4."
+    )
