@@ -457,3 +457,29 @@ def test_an_inverted_yarn_ramp_names_the_fast_and_the_slow_pairs():
         "leaves the slow pairs 4-15 at their original frequency; the rule keeps fast pairs "
         "(wavelength below original_max_position / beta_fast) and divides slow pairs by 4."
     )
+
+
+def test_positions_past_what_float32_can_check_name_the_first_and_the_limit():
+    """Catches: the first unchecked position or the checkable limit misreported. The limit
+    is where float32's tolerance per unit norm, 2 eps (angle + 1) + 4 eps with eps = 2**-23,
+    reaches half a pair, for the fastest pair's 1 rad per position."""
+    eps = 2.0**-23
+    limit = math.floor((0.5 - 4 * eps) / (2 * eps) - 1)
+    spec, p = rr.RopeSpec(16), np.array([5, 2**23 + 1])
+    x = _x((2, 16), 43).astype(np.float32)
+    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "not_checkable"
+    assert found.message.startswith("not checkable here: from position 8388609 the float32 ")
+    assert f"this spec is checkable up to position {limit}; check larger" in found.message
+    p = np.array([5, 1_500_000])
+    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    assert diagnose(y, x, spec, p) is None  # checkable, and right
+    found = diagnose(y, x, spec, p, position_dtype="float32")
+    assert found is not None
+    assert found.cause == "not_checkable"
+    assert found.message.startswith(
+        "not checkable here: with positions rounded to float32 (position_dtype) the error "
+        "model allows |error| of half a pair's norm or more at positions up to 1500000:"
+    )
