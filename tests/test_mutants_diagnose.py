@@ -483,3 +483,19 @@ def test_positions_past_what_float32_can_check_name_the_first_and_the_limit():
         "not checkable here: with positions rounded to float32 (position_dtype) the error "
         "model allows |error| of half a pair's norm or more at positions up to 1500000:"
     )
+
+
+def test_a_float32_grid_is_named_with_how_far_its_positions_are_off():
+    """Catches: the size of a float32 grid's error misstated: 2 eps (max |p| + 1) with
+    eps = 2**-23 and max |p| = 1 is 4.8e-07."""
+    n = 15
+    grid32 = np.arange(n, dtype=np.float32) * np.float32(2.0 / (n - 1)) - np.float32(1.0)
+    exact = np.linspace(-1.0, 1.0, n)
+    assert np.any(grid32 != exact)  # float32 steps off the meant grid
+    freqs = np.linspace(1.0, 64.0, 8) * np.pi
+    x = _x((n, 16), 44)
+    y = _rotate(x, grid32.astype(np.float64)[:, None] * freqs)
+    found = diagnose(y, x, rr.RopeSpec(16, freqs=freqs), exact)
+    assert found is not None
+    assert found.cause == "position_precision"
+    assert f"(up to about {2 * 2.0**-23 * 2:.2g} off at every position" in found.message
