@@ -499,3 +499,37 @@ def test_a_float32_grid_is_named_with_how_far_its_positions_are_off():
     assert found is not None
     assert found.cause == "position_precision"
     assert f"(up to about {2 * 2.0**-23 * 2:.2g} off at every position" in found.message
+
+
+def test_an_inverse_read_in_half_order_names_a_wrong_pair_by_its_index():
+    """Catches: the layouts of an inverse taken the forward way round (it reads the
+    written layout and writes the read one): the failing pair is then misnamed. The target
+    undoes an interleaved-in, half-out rotation: it reads [a | b], turns pair j back by
+    its angle, and writes pairs (2j, 2j + 1); pair 5 turns at 0.5 rad per position."""
+    d, p = 64, np.arange(16) * 37.0
+    x = _x((2, 16, d), 45)
+    inv = _inv(d)
+    inv[5] = 0.5
+    angle = p[:, None] * inv
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    y = np.stack([a * cos + b * sin, b * cos - a * sin], axis=-1).reshape(x.shape)
+    spec = rr.RopeSpec(d, layout="interleaved", output_layout="half")
+    found = diagnose(y, x, spec, p, inverse=True)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message.startswith("pairs 0-4, 6-31 match the given positions and pairs 5 do")
+
+
+def test_a_right_inverse_read_in_half_order_passes_in_float64():
+    """Catches: the tolerance of an inverse result built from pairs in the forward written
+    layout (pairing features that the inverse never pairs): a right result, rounded as
+    float64 rounds, then fails where a mis-paired norm is small."""
+    d, p = 64, np.arange(16) * 37.0
+    x = _x((2, 16, d), 45)
+    angle = p[:, None] * _inv(d)
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    y = np.stack([a * cos + b * sin, b * cos - a * sin], axis=-1).reshape(x.shape)
+    spec = rr.RopeSpec(d, layout="interleaved", output_layout="half")
+    assert diagnose(y, x, spec, p, inverse=True) is None
