@@ -533,3 +533,85 @@ def test_a_right_inverse_read_in_half_order_passes_in_float64():
     y = np.stack([a * cos + b * sin, b * cos - a * sin], axis=-1).reshape(x.shape)
     spec = rr.RopeSpec(d, layout="interleaved", output_layout="half")
     assert diagnose(y, x, spec, p, inverse=True) is None
+
+
+# -- tables of the other layout, inverted YaRN ramps -------------------------------------------
+
+
+def _other_table(x, angles, table, rotation):
+    """x cos + partner(x) sin with full-width tables built for `table`, rotated as `rotation`."""
+    d = x.shape[-1]
+    if table == "half":
+        cos, sin = (np.concatenate([t, t], -1) for t in (np.cos(angles), np.sin(angles)))
+    else:
+        cos, sin = np.repeat(np.cos(angles), 2, -1), np.repeat(np.sin(angles), 2, -1)
+    if rotation == "half":
+        partner = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], -1)
+    else:
+        partner = np.stack([-x[..., 1::2], x[..., 0::2]], -1).reshape(x.shape)
+    return x * cos + partner * sin
+
+
+def test_a_table_of_the_other_layout_is_named_for_two_pairs():
+    """Catches: the table-layout check skipped for two pairs (the fewest it can tell)."""
+    x, p = _x((P.size, 4), 46), P
+    y = _other_table(x, p[:, None] * _inv(4), "interleaved", "half")
+    found = diagnose(y, x, rr.RopeSpec(4), p)
+    assert found is not None
+    assert found.cause == "table_layout"
+
+
+def test_a_multi_axis_table_of_the_other_layout_is_named():
+    """Catches: M-RoPE left out of the table-layout check (the result was `unknown`): a
+    chunked M-RoPE cos/sin table built as repeat_interleave and rotated with rotate_half."""
+    x = _x((GRID.shape[0], 16), 47)
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    y = _other_table(x, GRID[:, axis] * _inv(16), "interleaved", "half")
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "table_layout"
+    assert "built for the 'interleaved' layout" in found.message
+
+
+def test_a_linear_result_under_a_yarn_factor_below_one_is_not_an_inverted_ramp():
+    """Catches: the ramp of a YaRN rule with factor below 1 read as "every pair kept" (its
+    span plain - plain / factor is negative): the inverted-ramp candidate is then Linear
+    scaling, and a Linear result was called an inverted ramp. The attention factor is 1
+    for a factor of at most 1 (HF's get_mscale)."""
+    d, p = 32, np.array([0, 1, 2, 3, 7, 50, 300, 1000])
+    x = _x((p.size, d), 48)
+    y = _rotate(x, p[:, None] * _inv(d) / 0.5)
+    spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(0.5, original_max_position=256))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith("the result follows Linear(factor=0.5), but the spec says")
+    assert found.message.endswith(": Linear used where YaRN belongs.")
+
+
+def test_a_pair_in_the_middle_of_an_inverted_ramp_is_told_with_the_slow_ones():
+    """Catches: a pair that keeps exactly half its frequency named twice (fast and slow) or
+    not at all. d = 16, original length 1024, factor 2: the ramp runs from dim 1 to 5, so
+    pair 3 sits at its middle; fast pairs keep more than half."""
+    d, factor, original, base = 16, 2.0, 1024, 10000.0
+
+    def dim(rotations):
+        return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = math.floor(dim(32.0)), math.ceil(dim(1.0))
+    assert (low, high) == (1, 5)
+    ramp = np.clip((np.arange(d // 2) - low) / (high - low), 0.0, 1.0)
+    assert ramp[3] == 0.5
+    inv = _inv(d, base)
+    inverted = inv / factor * (1 - ramp) + inv * ramp
+    p = np.array([0, 1, 2, 3, 7, 50, 300, 1000, 3000])
+    x = _x((p.size, d), 49)
+    y = _rotate(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
+    spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(factor, original_max_position=original))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith(
+        "YaRN's ramp is inverted: the result slows the fast pairs 0-2 by the factor 2 and "
+        "leaves the slow pairs 3-7 at their original frequency;"
+    )
