@@ -615,3 +615,23 @@ def test_a_pair_in_the_middle_of_an_inverted_ramp_is_told_with_the_slow_ones():
         "YaRN's ramp is inverted: the result slows the fast pairs 0-2 by the factor 2 and "
         "leaves the slow pairs 3-7 at their original frequency;"
     )
+
+
+# -- how close an alternative must come: twice its own error model --------------------------
+
+
+@pytest.mark.parametrize(("share", "named"), [(1.5, True), (2.5, False)])
+def test_an_alternative_explains_a_result_within_twice_its_error_model(share, named):
+    """Catches: the slack of `explains` changed from 2. The result is the rotation at
+    positions p + 1 (float64), with one element moved by `share` times the documented
+    float64 bound at those positions, |pair| (2 eps (|angle| + 1) + 4 eps), where the row's
+    largest angle is p + 1 (the first pair turns 1 rad per position)."""
+    eps = 2.0**-52
+    x, p = _x((6, 16), 50), np.arange(6) * 5 + 3
+    y = _rotate(x, (p + 1)[:, None] * _inv(16))
+    row, feature = 5, 2
+    norm = math.hypot(x[row, feature], x[row, feature + 8])
+    y[row, feature] += share * norm * (2 * eps * (p[row] + 1 + 1) + 4 * eps)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert (found.cause == "offset") == named
