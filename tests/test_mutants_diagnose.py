@@ -635,3 +635,19 @@ def test_an_alternative_explains_a_result_within_twice_its_error_model(share, na
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert (found.cause == "offset") == named
+
+
+@pytest.mark.parametrize(
+    ("used", "told"),
+    [(10000.0, 1000.0), (500000.0, 1e4), (1e6, 1e4), (1000.0, 1e4), (100000.0, 1e4)],
+)
+def test_each_common_base_is_tried_where_no_base_can_be_fitted(used, told):
+    """Catches: a common base (rope_theta of 10^4, 5 x 10^5, 10^6, 10^3 or 10^5) mistyped.
+    Only positions of hundreds and more are given: every pair has turned past pi, so the
+    frequencies cannot be read off the result and only the common bases can name it."""
+    x, p = _x((4, 16), 51), np.array([0, 700, 1500, 4000])
+    y = _rotate(x, p[:, None] * _inv(16, used))
+    found = diagnose(y, x, rr.RopeSpec(16, base=told), p)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert f"follow base {used:.6g} instead of the spec's base {told:.6g} " in found.message
