@@ -387,9 +387,10 @@ def test_an_exponent_stepping_by_one_over_d_is_named():
 
 def test_one_pair_at_another_frequency_names_that_pair_and_both_frequencies():
     """Catches: the pair with the largest relative error misread, or the frequencies
-    measured off the wrong rows. Every angle stays below pi (positions 0 to 3), where the
-    frequencies can be read off a single rotation."""
-    x, p = _x((4, 16), 39), np.arange(4)
+    measured off the wrong rows, or claimed from fewer than two positions. Every angle
+    stays below pi (positions 0 to 2), where the frequencies can be read off a single
+    rotation; one position alone fits any frequencies, so it names none."""
+    x, p = _x((3, 16), 39), np.arange(3)
     theta = _inv(16)
     wrong = theta.copy()
     wrong[2] *= 1.5  # 0.1 rad per position becomes 0.15
@@ -397,6 +398,9 @@ def test_one_pair_at_another_frequency_names_that_pair_and_both_frequencies():
     assert found is not None
     assert found.cause == "frequencies"
     assert "pair 2 turns by 0.15 rad per position, the spec says 0.1 " in found.message
+    found = diagnose(_rotate(x[1:2], p[1:2, None] * wrong), x[1:2], rr.RopeSpec(16), p[1:2])
+    assert found is not None
+    assert found.cause != "frequencies"
 
 
 def test_multi_axis_result_with_a_common_split_of_the_pairs_names_it():
@@ -651,3 +655,37 @@ def test_each_common_base_is_tried_where_no_base_can_be_fitted(used, told):
     assert found is not None
     assert found.cause == "frequencies"
     assert f"follow base {used:.6g} instead of the spec's base {told:.6g} " in found.message
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "p"),
+    [("bfloat16", 256, [1, 2, 255, 257, 259, 769]), ("float16", 2048, [1, 2, 2047, 2049, 6145])],
+)
+def test_positions_held_in_16_bits_name_where_the_format_stops_being_exact(name, limit, p):
+    """Catches: the limit of exact integers misstated (2**8 for bfloat16, 2**11 for float16)."""
+    p = np.array(p)
+    held = p.astype(np.float32).astype(getattr(ml_dtypes, name, np.float16)).astype(np.float64)
+    assert np.any(held != p)
+    x = _x((p.size, 16), 52)
+    found = diagnose(_rotate(x, held[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message.startswith(
+        f"positions were held in {name}, which is exact only up to {limit}:"
+    )
+
+
+def test_a_default_base_where_its_square_root_was_told_is_a_base_mistake():
+    """Catches: the order of the doubled-exponent and common-base candidates, which give the
+    same frequencies when the spec's base squared is a common base: told base 100, a
+    result at base 10**4 is the default base; told 10**4, a result at 10**8 is the exponent."""
+    x, p = _x((8, 16), 53), np.arange(8) * 3
+    found = diagnose(_rotate(x, p[:, None] * _inv(16, 1e4)), x, rr.RopeSpec(16, base=100.0), p)
+    assert found is not None
+    assert found.message == (
+        "the frequencies follow base 10000 instead of the spec's base 100 (rope_theta / base "
+        "not passed through)."
+    )
+    found = diagnose(_rotate(x, p[:, None] * _inv(16, 1e8)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith("theta_j = base^(-2j/8) instead of base^(-2j/16)")
