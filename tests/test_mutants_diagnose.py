@@ -689,3 +689,31 @@ def test_a_default_base_where_its_square_root_was_told_is_a_base_mistake():
     found = diagnose(_rotate(x, p[:, None] * _inv(16, 1e8)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.message.startswith("theta_j = base^(-2j/8) instead of base^(-2j/16)")
+
+
+def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
+    """Catches: the precision messages' dtypes or advice swapped: float32 angles (positions
+    times inverse frequencies in float32) for float64 data, and cos/sin rounded to bfloat16
+    for float32 data at small angles (where bfloat16 angles explain it: 2**-7 x |angle|)."""
+    d, p = 32, np.arange(0, 50000, 4999)
+    x = _x((p.size, d), 54)
+    angles32 = (p.astype(np.float32)[:, None] * _inv(d).astype(np.float32)).astype(np.float64)
+    found = diagnose(_rotate(x, angles32), x, rr.RopeSpec(d), p)
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message == (
+        "the errors grow with the angle and fit angles computed in float32 (about 1.2e-07 x "
+        "|angle| rad): build positions * inv_freq in float64 or better."
+    )
+    p, x32 = np.arange(6), _x((6, 16), 55).astype(np.float32)
+    angles = p[:, None] * _inv(16)
+    cos, sin = (_bf16(t) for t in (np.cos(angles), np.sin(angles)))
+    a, b = x32[:, :8].astype(np.float64), x32[:, 8:].astype(np.float64)
+    y = np.concatenate([a * cos - b * sin, b * cos + a * sin], -1).astype(np.float32)
+    found = diagnose(y, x32, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message == (
+        "the errors grow with the angle and fit angles computed in bfloat16 (about 0.0078 x "
+        "|angle| rad): build positions * inv_freq in float32 or better."
+    )
