@@ -717,3 +717,37 @@ def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
         "the errors grow with the angle and fit angles computed in bfloat16 (about 0.0078 x "
         "|angle| rad): build positions * inv_freq in float32 or better."
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "start", "width", "want"),
+    [
+        (
+            rr.RopeSpec(16, rotary_dim=8, rotary_start=4),
+            0,
+            8,
+            "[4, 12) (rotary_dim=8, rotary_start=4)",
+        ),
+        (rr.RopeSpec(16, rotary_dim=8), 2, 8, "[0, 8) (rotary_dim=8, rotary_start=0)"),
+        (
+            rr.RopeSpec(16, rotary_dim=6, rotary_start=2),
+            2,
+            10,
+            "[2, 8) (rotary_dim=6, rotary_start=2)",
+        ),
+    ],
+)
+def test_a_rotated_range_at_another_start_or_width_is_named(spec, start, width, want):
+    """Catches: the starts tried (the first changed feature, the spec's start, 0) or the
+    widths tried (from the changed span rounded up to whole pairs) cut short."""
+    x, p = _x((6, 16), 56), np.arange(6) * 7 + 1
+    y = x.copy()
+    y[:, start : start + width] = _rotate(x[:, start : start + width], p[:, None] * _inv(width))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "rotary_dim"
+    assert found.message == (
+        f"the result rotates features [{start}, {start + width}) (rotary_dim={width}, "
+        f"rotary_start={start}), but the spec rotates {want}; partial rotary was ignored or "
+        "misplaced."
+    )
