@@ -719,28 +719,46 @@ def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
     )
 
 
+# A zero first pair in `x` stays zero: the first changed feature is then past the start.
 @pytest.mark.parametrize(
-    ("spec", "start", "width", "want"),
+    ("spec", "start", "width", "zero", "want"),
     [
         (
             rr.RopeSpec(16, rotary_dim=8, rotary_start=4),
             0,
             8,
+            (),
             "[4, 12) (rotary_dim=8, rotary_start=4)",
         ),
-        (rr.RopeSpec(16, rotary_dim=8), 2, 8, "[0, 8) (rotary_dim=8, rotary_start=0)"),
+        (rr.RopeSpec(16, rotary_dim=8), 2, 8, (), "[0, 8) (rotary_dim=8, rotary_start=0)"),
         (
             rr.RopeSpec(16, rotary_dim=6, rotary_start=2),
             2,
             10,
+            (),
             "[2, 8) (rotary_dim=6, rotary_start=2)",
+        ),
+        (
+            rr.RopeSpec(16, rotary_dim=6, rotary_start=2),
+            2,
+            10,
+            (2, 7),
+            "[2, 8) (rotary_dim=6, rotary_start=2)",
+        ),
+        (
+            rr.RopeSpec(16, rotary_dim=8, rotary_start=4),
+            0,
+            8,
+            (0, 4),
+            "[4, 12) (rotary_dim=8, rotary_start=4)",
         ),
     ],
 )
-def test_a_rotated_range_at_another_start_or_width_is_named(spec, start, width, want):
+def test_a_rotated_range_at_another_start_or_width_is_named(spec, start, width, zero, want):
     """Catches: the starts tried (the first changed feature, the spec's start, 0) or the
     widths tried (from the changed span rounded up to whole pairs) cut short."""
     x, p = _x((6, 16), 56), np.arange(6) * 7 + 1
+    x[:, list(zero)] = 0.0
     y = x.copy()
     y[:, start : start + width] = _rotate(x[:, start : start + width], p[:, None] * _inv(width))
     found = diagnose(y, x, spec, p)
