@@ -769,3 +769,19 @@ def test_a_rotated_range_at_another_start_or_width_is_named(spec, start, width, 
         f"rotary_start={start}), but the spec rotates {want}; partial rotary was ignored or "
         "misplaced."
     )
+
+
+def test_rows_near_x_but_not_equal_to_it_are_not_called_identity():
+    """Catches: the identity test of a row loosened (x within more than the tolerance): rows
+    past position 20 that are x plus a small disturbance were not left unrotated."""
+    x, p = _x((8, 16), 57), np.array([0, 5, 10, 20, 30, 40, 50, 60])
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[4:] = x[4:] + 0.05 * _x((4, 16), 58)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "identity"
+    y[4:] = x[4:]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "identity"
+    assert "positions up to 20 are rotated correctly, but from 30 on" in found.message
