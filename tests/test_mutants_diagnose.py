@@ -785,3 +785,29 @@ def test_rows_near_x_but_not_equal_to_it_are_not_called_identity():
     assert found is not None
     assert found.cause == "identity"
     assert "positions up to 20 are rotated correctly, but from 30 on" in found.message
+
+
+def _llama3_freqs(inv, factor, original, low=1.0, high=4.0):
+    """Llama 3.1's inverse frequencies as transformers writes them (rope_type "llama3")."""
+    wavelen = 2 * math.pi / inv
+    scaled = np.where(wavelen > original / low, inv / factor, inv)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < original / high) & ~(wavelen > original / low)
+    return np.where(medium, smoothed, scaled)
+
+
+def test_a_rule_the_spec_lacks_is_found_at_the_shorter_common_context_length():
+    """Catches: the context lengths tried without a rule in the spec (8192, then 4096)."""
+    d, p = 32, np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
+    x = _x((p.size, d), 59)
+    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d), 8.0, 4096))
+    found = diagnose(y, x, rr.RopeSpec(d), p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith(
+        "the result follows Llama3(factor=8.0, original_max_position=4096, "
+    )
+    assert found.message.endswith(
+        "but the spec says no scaling rule: a scaling rule was applied that the spec does not have."
+    )
