@@ -811,3 +811,14 @@ def test_a_rule_the_spec_lacks_is_found_at_the_shorter_common_context_length():
     assert found.message.endswith(
         "but the spec says no scaling rule: a scaling rule was applied that the spec does not have."
     )
+
+
+@pytest.mark.parametrize("k", [1, -1, 2, -2])
+def test_a_multi_axis_offset_is_found_without_an_estimate(k):
+    """Catches: one of the shifts tried by default (+1, -1, +2, -2) changed: a multi-axis
+    spec has no single slowest pair to estimate the shift from, so only those are tried."""
+    x = _x((GRID.shape[0], 16), 60)
+    found = diagnose(_mrope(x, GRID + k, (2, 3, 3)), x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "offset"
+    assert f"shifted by {k:+d}" in found.message
