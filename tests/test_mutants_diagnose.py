@@ -813,8 +813,10 @@ def test_a_rule_the_spec_lacks_is_found_at_the_shorter_common_context_length():
     )
 
 
-@pytest.mark.parametrize("k", [1, -1, 2, -2])
-def test_a_multi_axis_offset_is_found_without_an_estimate(k):
+@pytest.mark.parametrize(
+    ("k", "told"), [(1, "p + 1."), (-1, "p - 1."), (2, "p + 2."), (-2, "p - 2.")]
+)
+def test_a_multi_axis_offset_is_found_without_an_estimate(k, told):
     """Catches: one of the shifts tried by default (+1, -1, +2, -2) changed: a multi-axis
     spec has no single slowest pair to estimate the shift from, so only those are tried."""
     x = _x((GRID.shape[0], 16), 60)
@@ -822,3 +824,4 @@ def test_a_multi_axis_offset_is_found_without_an_estimate(k):
     assert found is not None
     assert found.cause == "offset"
     assert f"shifted by {k:+d}" in found.message
+    assert found.message.endswith(f"rotated as if it sat at position {told}")
