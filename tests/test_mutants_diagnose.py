@@ -825,3 +825,33 @@ def test_a_multi_axis_offset_is_found_without_an_estimate(k, told):
     assert found.cause == "offset"
     assert f"shifted by {k:+d}" in found.message
     assert found.message.endswith(f"rotated as if it sat at position {told}")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [rr.RopeSpec(2, freqs=[0.01]), rr.RopeSpec(6, freqs=[0.3, 0.05, 0.0])],
+    ids=["one-pair", "zero"],
+)
+def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec):
+    """Catches: the shift estimate skipped for a single pair, or read off a pair that never
+    turns (frequency 0) instead of the slowest turning one: a shift of 5 is not among the
+    ones tried without it."""
+    x, p = _x((6, spec.head_dim), 61), np.arange(6) * 3 + 2
+    freqs = np.array(spec.freqs)
+    found = diagnose(_rotate(x, (p + 5)[:, None] * freqs), x, spec, p)
+    assert found is not None
+    assert found.cause == "offset"
+    assert "shifted by +5:" in found.message
+
+
+def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
+    """Catches: an estimated shift of 0 kept (the oracle itself is then tried as a shift,
+    and a result off by less than twice the tolerance was called "shifted by +0")."""
+    eps = 2.0**-52
+    x, p = _x((6, 16), 62), np.arange(6) * 5 + 3
+    y = _rotate(x, p[:, None] * _inv(16))
+    norm = math.hypot(x[5, 2], x[5, 10])
+    y[5, 2] += 1.5 * norm * (2 * eps * (p[5] + 1) + 4 * eps)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "offset"
