@@ -828,20 +828,23 @@ def test_a_multi_axis_offset_is_found_without_an_estimate(k, told):
 
 
 @pytest.mark.parametrize(
-    "spec",
-    [rr.RopeSpec(2, freqs=[0.01]), rr.RopeSpec(6, freqs=[0.3, 0.05, 0.0])],
-    ids=["one-pair", "zero"],
+    ("spec", "k"),
+    [
+        (rr.RopeSpec(2, freqs=[0.01]), 5),
+        (rr.RopeSpec(6, freqs=[0.3, 0.05, 0.0]), 5),
+        (rr.RopeSpec(2, freqs=[1e-10]), 2**30 + 7),
+    ],
+    ids=["one-pair", "zero", "past-2**30"],
 )
-def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec):
-    """Catches: the shift estimate skipped for a single pair, or read off a pair that never
-    turns (frequency 0) instead of the slowest turning one: a shift of 5 is not among the
-    ones tried without it."""
+def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec, k):
+    """Catches: the shift estimate skipped for a single pair, read off a pair that never
+    turns (frequency 0) instead of the slowest turning one, or capped below 2**31: the
+    shifts are not among the ones tried without it."""
     x, p = _x((6, spec.head_dim), 61), np.arange(6) * 3 + 2
-    freqs = np.array(spec.freqs)
-    found = diagnose(_rotate(x, (p + 5)[:, None] * freqs), x, spec, p)
+    found = diagnose(_rotate(x, (p + k)[:, None] * np.array(spec.freqs)), x, spec, p)
     assert found is not None
     assert found.cause == "offset"
-    assert "shifted by +5:" in found.message
+    assert f"shifted by +{k}:" in found.message
 
 
 def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
