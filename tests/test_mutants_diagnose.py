@@ -858,3 +858,31 @@ def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "offset"
+
+
+@pytest.mark.parametrize(
+    ("p", "shape"),
+    [
+        (np.array([[3, 7, 12, 20, 33], [11, 12, 13, 40, 41]])[:, None, :], (2, 3, 5, 16)),
+        (np.array([[3], [11]]), (2, 1, 16)),
+    ],
+    ids=["batch-heads-seq", "one-token-per-row"],
+)
+def test_row_0s_positions_for_every_row_are_named_for_any_grid_shape(p, shape):
+    """Catches: the row-0 check kept to 2-D grids, or to grids with more than one token."""
+    x = _x(shape, 63)
+    first = np.broadcast_to(p[:1], p.shape)
+    grid = np.broadcast_to(first, shape[:-1])
+    y = _rotate(x, grid[..., None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "positions"
+    assert "with the positions of row 0" in found.message
+
+
+def test_one_sequence_rotated_at_its_first_position_is_not_a_batch_mistake():
+    """Catches: the row-0 check run on 1-D positions (one sequence has no batch rows)."""
+    x, p = _x((5, 16), 64), np.array([3, 7, 12, 20, 33])
+    found = diagnose(_rotate(x, np.full((5, 1), 3.0) * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert "positions of row 0" not in found.message
