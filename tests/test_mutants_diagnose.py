@@ -849,7 +849,8 @@ def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec,
 
 def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     """Catches: an estimated shift of 0 kept (the oracle itself is then tried as a shift,
-    and a result off by less than twice the tolerance was called "shifted by +0")."""
+    and a result off by less than twice the tolerance was called "shifted by +0"), or a
+    scale of 1 tried (it was called "1 x the oracle")."""
     eps = 2.0**-52
     x, p = _x((6, 16), 62), np.arange(6) * 5 + 3
     y = _rotate(x, p[:, None] * _inv(16))
@@ -857,7 +858,7 @@ def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     y[5, 2] += 1.5 * norm * (2 * eps * (p[5] + 1) + 4 * eps)
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
-    assert found.cause != "offset"
+    assert found.cause not in ("offset", "attention_factor")
 
 
 @pytest.mark.parametrize(
@@ -886,3 +887,15 @@ def test_one_sequence_rotated_at_its_first_position_is_not_a_batch_mistake():
     found = diagnose(_rotate(x, np.full((5, 1), 3.0) * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert "positions of row 0" not in found.message
+
+
+def test_x_with_no_rotated_features_and_a_wrong_result_is_diagnosed_without_error():
+    """Catches: the scale check's guard against a zero oracle (all rotated features of x
+    zero) changed: the ratio's division by zero then raises instead of a diagnosis."""
+    x = _x((4, 16), 65)
+    x[:, :8] = 0.0
+    y = x.copy()
+    y[:, :8] = _x((4, 8), 66)
+    found = diagnose(y, x, rr.RopeSpec(16, rotary_dim=8), np.arange(4))
+    assert found is not None
+    assert found.cause == "unknown"
