@@ -899,3 +899,13 @@ def test_x_with_no_rotated_features_and_a_wrong_result_is_diagnosed_without_erro
     found = diagnose(y, x, rr.RopeSpec(16, rotary_dim=8), np.arange(4))
     assert found is not None
     assert found.cause == "unknown"
+
+
+def test_a_negatively_scaled_result_is_not_an_attention_factor():
+    """Catches: negative ratios let through the scale check: -0.5 x the oracle is no
+    attention factor (cos/sin scales are positive)."""
+    x, p = _x((6, 16), 67), np.arange(6) * 5 + 3
+    y = -0.5 * _rotate(x, p[:, None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "attention_factor"
