@@ -850,7 +850,8 @@ def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec,
 def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     """Catches: an estimated shift of 0 kept (the oracle itself is then tried as a shift,
     and a result off by less than twice the tolerance was called "shifted by +0"), or a
-    scale of 1 tried (it was called "1 x the oracle")."""
+    scale of 1 tried (it was called "1 x the oracle"), or the role swapped without xPos
+    (where the role changes nothing: it was called "xpos_role")."""
     eps = 2.0**-52
     x, p = _x((6, 16), 62), np.arange(6) * 5 + 3
     y = _rotate(x, p[:, None] * _inv(16))
@@ -859,6 +860,9 @@ def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause not in ("offset", "attention_factor")
+    found = diagnose(y, x, rr.RopeSpec(16), p, role="key")  # a role, but no xPos
+    assert found is not None
+    assert found.cause not in ("offset", "attention_factor", "xpos_role")
 
 
 @pytest.mark.parametrize(
