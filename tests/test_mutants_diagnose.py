@@ -913,3 +913,21 @@ def test_a_negatively_scaled_result_is_not_an_attention_factor():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "attention_factor"
+
+
+def test_position_0_never_counts_as_a_correctly_rotated_row():
+    """Catches: rows at position 0 (where every result is x) counted as rotated correctly,
+    or rows at position 1 left out of them."""
+    x = _x((4, 16), 68)
+    p = np.array([0, 1, 5, 6])
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[2:] = x[2:]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith("positions up to 1 are rotated correctly, but from 5 on")
+    y[1] = x[1]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith(
+        "no row was rotated: the result equals x (identity) at positions 1 and up"
+    )
