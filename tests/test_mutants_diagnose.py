@@ -931,3 +931,31 @@ def test_position_0_never_counts_as_a_correctly_rotated_row():
     assert found.message.startswith(
         "no row was rotated: the result equals x (identity) at positions 1 and up"
     )
+
+
+def test_a_short_table_is_told_from_the_rows_past_position_0():
+    """Catches: rows at position 0 (right whatever the table) counted as correct rows below
+    the table's end, or rows at position 1 left out of them."""
+    x = _x((4, 16), 69)
+    p = np.array([0, 1, 15, 16])
+    found = diagnose(_rotate(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.startswith(
+        "positions up to 1 are correct; larger positions wrap around a table of 10 "
+    )
+    p = np.array([0, 15, 16])
+    found = diagnose(_rotate(x[:3], (p % 10)[:, None] * _inv(16)), x[:3], rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "position_range"
+
+
+def test_a_row_right_and_a_row_unrotated_at_the_same_position_is_no_cut_off():
+    """Catches: a correct row at the first unrotated position taken as "correct up to"."""
+    x = _x((2, 3, 16), 70)
+    p = np.array([[1, 2, 5], [1, 2, 5]])
+    y = _rotate(x, p[..., None] * _inv(16))
+    y[1, 2] = x[1, 2]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "identity"
