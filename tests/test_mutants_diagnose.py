@@ -959,3 +959,16 @@ def test_a_row_right_and_a_row_unrotated_at_the_same_position_is_no_cut_off():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "identity"
+
+
+def test_a_shift_is_judged_by_the_error_model_of_the_shifted_positions():
+    """Catches: the tolerance of a shifted grid taken at p - k instead of p + k. Positions
+    3000 to 3002 shifted by +3000 turn through 6000 rad with float32 angles; at p - k (0 to
+    2) the float32 bound is far too tight for them."""
+    x, p, k = _x((3, 64), 71).astype(np.float32), np.array([3000, 3001, 3002]), 3000
+    angles32 = (p + k).astype(np.float32)[:, None] * _inv(64).astype(np.float32)
+    y = _rotate(x.astype(np.float64), angles32.astype(np.float64)).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(64), p)
+    assert found is not None
+    assert found.cause == "offset"
+    assert "shifted by +3000:" in found.message
