@@ -1,0 +1,178 @@
+"""Diagnoses where a planted mistake hides: the shift estimate, the row-0 and position-0
+checks, the scale check's guards and the error model a shifted grid is judged by.
+
+Every wrong result is built here, and every number a message is checked for is worked out
+here (the helpers rotate in plain NumPy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from rope_ref.testing import diagnose
+from tests.test_mutants_diagnose import GRID, _inv, _mrope, _rotate, _x
+
+
+@pytest.mark.parametrize(
+    ("k", "told"), [(1, "p + 1."), (-1, "p - 1."), (2, "p + 2."), (-2, "p - 2.")]
+)
+def test_a_multi_axis_offset_is_found_without_an_estimate(k, told):
+    """Catches: one of the shifts tried by default (+1, -1, +2, -2) changed: a multi-axis
+    spec has no single slowest pair to estimate the shift from, so only those are tried."""
+    x = _x((GRID.shape[0], 16), 60)
+    found = diagnose(_mrope(x, GRID + k, (2, 3, 3)), x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "offset"
+    assert f"shifted by {k:+d}" in found.message
+    assert found.message.endswith(f"rotated as if it sat at position {told}")
+
+
+@pytest.mark.parametrize(
+    ("spec", "k"),
+    [
+        (rr.RopeSpec(2, freqs=[0.01]), 5),
+        (rr.RopeSpec(6, freqs=[0.3, 0.05, 0.0]), 5),
+        (rr.RopeSpec(2, freqs=[1e-10]), 2**30 + 7),
+    ],
+    ids=["one-pair", "zero", "past-2**30"],
+)
+def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec, k):
+    """Catches: the shift estimate skipped for a single pair, read off a pair that never
+    turns (frequency 0) instead of the slowest turning one, or capped below 2**31: the
+    shifts are not among the ones tried without it."""
+    x, p = _x((6, spec.head_dim), 61), np.arange(6) * 3 + 2
+    found = diagnose(_rotate(x, (p + k)[:, None] * np.array(spec.freqs)), x, spec, p)
+    assert found is not None
+    assert found.cause == "offset"
+    assert f"shifted by +{k}:" in found.message
+
+
+def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
+    """Catches: an estimated shift of 0 kept (the oracle itself is then tried as a shift,
+    and a result off by less than twice the tolerance was called "shifted by +0"), or a
+    scale of 1 tried (it was called "1 x the oracle"), or the role swapped without xPos
+    (where the role changes nothing: it was called "xpos_role")."""
+    eps = 2.0**-52
+    x, p = _x((6, 16), 62), np.arange(6) * 5 + 3
+    y = _rotate(x, p[:, None] * _inv(16))
+    norm = math.hypot(x[5, 2], x[5, 10])
+    y[5, 2] += 1.5 * norm * (2 * eps * (p[5] + 1) + 4 * eps)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause not in ("offset", "attention_factor")
+    found = diagnose(y, x, rr.RopeSpec(16), p, role="key")  # a role, but no xPos
+    assert found is not None
+    assert found.cause not in ("offset", "attention_factor", "xpos_role")
+
+
+@pytest.mark.parametrize(
+    ("p", "shape"),
+    [
+        (np.array([[3, 7, 12, 20, 33], [11, 12, 13, 40, 41]])[:, None, :], (2, 3, 5, 16)),
+        (np.array([[3], [11]]), (2, 1, 16)),
+    ],
+    ids=["batch-heads-seq", "one-token-per-row"],
+)
+def test_row_0s_positions_for_every_row_are_named_for_any_grid_shape(p, shape):
+    """Catches: the row-0 check kept to 2-D grids, or to grids with more than one token."""
+    x = _x(shape, 63)
+    first = np.broadcast_to(p[:1], p.shape)
+    grid = np.broadcast_to(first, shape[:-1])
+    y = _rotate(x, grid[..., None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "positions"
+    assert "with the positions of row 0" in found.message
+
+
+def test_one_sequence_rotated_at_its_first_position_is_not_a_batch_mistake():
+    """Catches: the row-0 check run on 1-D positions (one sequence has no batch rows)."""
+    x, p = _x((5, 16), 64), np.array([3, 7, 12, 20, 33])
+    found = diagnose(_rotate(x, np.full((5, 1), 3.0) * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert "positions of row 0" not in found.message
+
+
+def test_x_with_no_rotated_features_and_a_wrong_result_is_diagnosed_without_error():
+    """Catches: the scale check's guard against a zero oracle (all rotated features of x
+    zero) changed: the ratio's division by zero then raises instead of a diagnosis."""
+    x = _x((4, 16), 65)
+    x[:, :8] = 0.0
+    y = x.copy()
+    y[:, :8] = _x((4, 8), 66)
+    found = diagnose(y, x, rr.RopeSpec(16, rotary_dim=8), np.arange(4))
+    assert found is not None
+    assert found.cause == "unknown"
+
+
+def test_a_negatively_scaled_result_is_not_an_attention_factor():
+    """Catches: negative ratios let through the scale check: -0.5 x the oracle is no
+    attention factor (cos/sin scales are positive)."""
+    x, p = _x((6, 16), 67), np.arange(6) * 5 + 3
+    y = -0.5 * _rotate(x, p[:, None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "attention_factor"
+
+
+def test_position_0_never_counts_as_a_correctly_rotated_row():
+    """Catches: rows at position 0 (where every result is x) counted as rotated correctly,
+    or rows at position 1 left out of them."""
+    x = _x((4, 16), 68)
+    p = np.array([0, 1, 5, 6])
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[2:] = x[2:]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith("positions up to 1 are rotated correctly, but from 5 on")
+    y[1] = x[1]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith(
+        "no row was rotated: the result equals x (identity) at positions 1 and up"
+    )
+
+
+def test_a_short_table_is_told_from_the_rows_past_position_0():
+    """Catches: rows at position 0 (right whatever the table) counted as correct rows below
+    the table's end, or rows at position 1 left out of them."""
+    x = _x((4, 16), 69)
+    p = np.array([0, 1, 15, 16])
+    found = diagnose(_rotate(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.startswith(
+        "positions up to 1 are correct; larger positions wrap around a table of 10 "
+    )
+    p = np.array([0, 15, 16])
+    found = diagnose(_rotate(x[:3], (p % 10)[:, None] * _inv(16)), x[:3], rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "position_range"
+
+
+def test_a_row_right_and_a_row_unrotated_at_the_same_position_is_no_cut_off():
+    """Catches: a correct row at the first unrotated position taken as "correct up to"."""
+    x = _x((2, 3, 16), 70)
+    p = np.array([[1, 2, 5], [1, 2, 5]])
+    y = _rotate(x, p[..., None] * _inv(16))
+    y[1, 2] = x[1, 2]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "identity"
+
+
+def test_a_shift_is_judged_by_the_error_model_of_the_shifted_positions():
+    """Catches: the tolerance of a shifted grid taken at p - k instead of p + k. Positions
+    3000 to 3002 shifted by +3000 turn through 6000 rad with float32 angles; at p - k (0 to
+    2) the float32 bound is far too tight for them."""
+    x, p, k = _x((3, 64), 71).astype(np.float32), np.array([3000, 3001, 3002]), 3000
+    angles32 = (p + k).astype(np.float32)[:, None] * _inv(64).astype(np.float32)
+    y = _rotate(x.astype(np.float64), angles32.astype(np.float64)).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(64), p)
+    assert found is not None
+    assert found.cause == "offset"
+    assert "shifted by +3000:" in found.message
