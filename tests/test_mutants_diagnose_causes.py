@@ -176,3 +176,21 @@ def test_a_shift_is_judged_by_the_error_model_of_the_shifted_positions():
     assert found is not None
     assert found.cause == "offset"
     assert "shifted by +3000:" in found.message
+
+
+def test_changed_pass_through_features_are_named_only_when_the_rotated_ones_are_right():
+    """Catches: the pass-through verdict given while the rotated features are wrong too, or
+    lost for a spec with explicit frequencies (whose other rotated ranges cannot be built)."""
+    spec = rr.RopeSpec(16, rotary_dim=8, freqs=_inv(8))
+    x, p = _x((6, 16), 72), np.arange(6) * 7
+    y = x.copy()
+    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, 12] *= 2.0
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "rotary_dim"
+    assert found.message.startswith("features [12] changed although the spec rotates only [0, 8)")
+    y[:, :8] += 0.2 * _x((6, 8), 73)
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause != "rotary_dim"
