@@ -194,3 +194,76 @@ def test_changed_pass_through_features_are_named_only_when_the_rotated_ones_are_
     found = diagnose(y, x, spec, p)
     assert found is not None
     assert found.cause != "rotary_dim"
+
+
+def test_a_mismatch_in_every_pair_does_not_list_the_pairs():
+    """Catches: the failing pairs listed in the unknown message when every pair fails (the
+    list is meant for a mismatch confined to some pairs)."""
+    x, p = _x((6, 16), 74), np.arange(6) * 5 + 3
+    y = _rotate(x, p[:, None] * _inv(16)) + 0.3 * _x((6, 16), 75)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message == "no single known cause explains the mismatch."
+
+
+def test_a_shift_is_estimated_from_the_rows_whose_slowest_pair_is_not_zero():
+    """Catches: rows whose slowest pair is zero (no angle to read) counted in the shift
+    estimate: their shift reads 0 and outvotes the rows that show the shift of +5."""
+    spec = rr.RopeSpec(2, freqs=[0.01])
+    x, p = _x((6, 2), 76), np.arange(6) * 3 + 2
+    x[:4] = 0.0
+    found = diagnose(_rotate(x, (p + 5)[:, None] * 0.01), x, spec, p)
+    assert found is not None
+    assert found.cause == "offset"
+    assert "shifted by +5:" in found.message
+
+
+def test_a_cut_off_is_found_when_a_pair_of_x_is_zero():
+    """Catches: an unrotated row not called the identity where a pair of x is zero (its
+    tolerance is 0 and its result, 0, equals x exactly), or those zero features counted as
+    changed by the result (they are then listed as changed pass-through features)."""
+    x, p = _x((4, 16), 77), np.array([1, 2, 5, 6])
+    x[:, [3, 11]] = 0.0
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[2:] = x[2:]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith("positions up to 2 are rotated correctly, but from 5 on")
+    spec = rr.RopeSpec(16, rotary_dim=8)
+    x = _x((6, 16), 78)
+    x[:, 14:] = 0.0
+    p = np.arange(6) * 7
+    y = x.copy()
+    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, 12] *= 2.0
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.message.startswith("features [12] changed although the spec rotates only [0, 8)")
+
+
+def test_a_table_wrapped_back_to_its_row_0_is_found():
+    """Catches: row 0 of the table left out of the rows the first failing position may
+    carry (a table of 10 read at 20 gives row 0)."""
+    x, p = _x((4, 16), 80), np.array([1, 5, 20, 23])
+    found = diagnose(_rotate(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.startswith(
+        "positions up to 5 are correct; larger positions wrap around a table of 10 "
+    )
+
+
+def test_a_rotated_range_wider_than_the_specs_is_found_past_the_specs_width():
+    """Catches: the search of rotated ranges stopped at the spec's own width instead of
+    skipping it. x is zero past feature 5, so only [0, 6) looks changed, but the result
+    rotates 12 features (its frequencies are those of rotary_dim=12)."""
+    spec = rr.RopeSpec(16, rotary_dim=8, layout="interleaved")
+    x, p = _x((6, 16), 81), np.arange(6) * 7 + 1
+    x[:, 6:] = 0.0
+    y = x.copy()
+    y[:, :12] = _rotate(x[:, :12], p[:, None] * _inv(12), layout="interleaved")
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "rotary_dim"
+    assert found.message.startswith("the result rotates features [0, 12) (rotary_dim=12, ")
