@@ -267,3 +267,37 @@ def test_a_rotated_range_wider_than_the_specs_is_found_past_the_specs_width():
     assert found is not None
     assert found.cause == "rotary_dim"
     assert found.message.startswith("the result rotates features [0, 12) (rotary_dim=12, ")
+
+
+@pytest.mark.parametrize(
+    ("last", "bad"), [(113254, 117228), (81378186, 81382160)], ids=["6-turns", "4096-turns"]
+)
+def test_a_table_clamped_many_turns_of_the_slowest_pair_in_is_found(last, bad):
+    """Catches: the turns of the slowest pair searched for the table row cut short: the
+    row sits 0.7 of a turn into the same turn as the first failing position (0.9), so its
+    wrapped angle is negative and it lies on the last branch; and the search refused
+    below its limit of 4096 turns (the second case needs 4096; the slowest frequency of
+    RopeSpec(16) is 10000**(-14/16), one turn every 19869.2 positions)."""
+    x, p = _x((5, 16), 82), np.array([1, 5, last, bad, bad + 3])
+    y = _rotate(x, np.minimum(p, last)[:, None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.endswith(
+        f"larger positions are clamped to {last} (a cos/sin cache shorter than the positions)."
+    )
+
+
+def test_a_table_row_read_in_float32_is_refined_by_the_faster_pairs():
+    """Catches: the table row taken from the slowest pair alone, or refined with a wrong
+    step: in float32 its angle at 40 (4e-7 rad) is off by some positions, which the pairs
+    at 0.05 and 0.7 rad per position pin down."""
+    freqs = np.array([0.7, 0.05, 1e-8])
+    x, p = _x((5, 6), 83).astype(np.float32), np.array([1, 3, 30, 40, 41])
+    y = _rotate(x.astype(np.float64), np.minimum(p, 30)[:, None] * freqs).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(6, freqs=freqs), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.startswith(
+        "positions up to 30 are correct; larger positions are clamped to 30 "
+    )
