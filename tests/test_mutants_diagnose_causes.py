@@ -301,3 +301,33 @@ def test_a_table_row_read_in_float32_is_refined_by_the_faster_pairs():
     assert found.message.startswith(
         "positions up to 30 are correct; larger positions are clamped to 30 "
     )
+
+
+def test_an_unknown_mismatch_names_multi_axis_positions_of_a_batch():
+    """Catches: a batched multi-axis grid (batch, seq, axes) reshaped by its sequence length
+    instead of its number of axes for the unknown message."""
+    p = np.array([[[1, 0, 2], [4, 6, 1], [8, 3, 5], [5, 7, 4]], [[2, 2, 3], [6, 1, 1]] * 2])
+    x = _x((2, 4, 16), 85)
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    y = _rotate(x, p[..., axis] * _inv(16))
+    y[0, 3] = _x((16,), 86)  # one row of noise
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message.startswith(
+        "no single known cause explains the mismatch; failing rows sit at positions "
+        "axis 0: 5 to 5, axis 1: 7 to 7, axis 2: 4 to 4; passing rows at "
+        "axis 0: 1 to 8, axis 1: 0 to 6, axis 2: 1 to 5"
+    )
+
+
+def test_a_wrong_checkable_row_is_diagnosed_beside_unchecked_ones():
+    """Catches: a comparison with some rows past what float32 can check called "not
+    checkable" although a checkable row (position 5) fails: that row's mistake is named."""
+    p = np.array([5, 2**23 + 1])
+    x = _x((2, 16), 87).astype(np.float32)
+    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    y[0] = x[0]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "not_checkable"
