@@ -331,3 +331,46 @@ def test_a_wrong_checkable_row_is_diagnosed_beside_unchecked_ones():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "not_checkable"
+
+
+@pytest.mark.parametrize(("ratio", "told"), [(1.0, "was not applied"), (4.0, "was applied twice")])
+def test_an_attention_factor_of_two_dropped_or_applied_twice_is_named(ratio, told):
+    """Catches: an attention factor of exactly 2 passed over by the "not applied" and
+    "applied twice" checks (it is then called "a different factor")."""
+    spec = rr.RopeSpec(16, scaling=rr.scaling.AttentionScale(2.0))
+    x, p = _x((6, 16), 89), np.arange(6) * 5 + 3
+    found = diagnose(ratio * _rotate(x, p[:, None] * _inv(16)), x, spec, p)
+    assert found is not None
+    assert found.cause == "attention_factor"
+    assert found.message.startswith(f"the result is {ratio / 2:g} x the oracle: ")
+    assert f"attention factor 2 {told}" in found.message
+
+
+def test_a_result_slightly_scaled_without_an_attention_factor_is_a_different_factor():
+    """Catches: a spec without attention factor (factor 1) put through the "not applied" or
+    "applied twice" checks: 1.0005 x the oracle is then told as one of them."""
+    x, p = _x((6, 16), 90), np.arange(6) * 5 + 3
+    found = diagnose(1.0005 * _rotate(x, p[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "attention_factor"
+    assert found.message.startswith(
+        "the result is 1.0005 x the oracle, whose attention factor is 1: cos/sin were scaled "
+        "by a different factor"
+    )
+
+
+@pytest.mark.parametrize(("share", "scaled"), [(2.2, True), (3.0, False)])
+def test_a_scaled_result_is_judged_by_a_tolerance_scaled_as_much(share, scaled):
+    """Catches: the tolerance of a result 1.2 x the oracle divided by the ratio instead of
+    multiplied (an error of 2.2 tolerances, within 2 x 1.2, is then refused), or multiplied
+    by at least 2 (an error of 3 tolerances, beyond 2 x 1.2, then passes). The float64
+    tolerance per unit norm is 2 eps (angle + 1) + 4 eps, eps = 2**-52, for the fastest
+    pair's angle p."""
+    eps = 2.0**-52
+    x, p = _x((6, 16), 91), np.arange(6) * 5 + 3
+    y = 1.2 * _rotate(x, p[:, None] * _inv(16))
+    norm = math.hypot(x[5, 0], x[5, 8])
+    y[5, 0] += share * norm * (2 * eps * (p[5] + 1) + 4 * eps)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert (found.cause == "attention_factor") is scaled
