@@ -374,3 +374,63 @@ def test_a_scaled_result_is_judged_by_a_tolerance_scaled_as_much(share, scaled):
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert (found.cause == "attention_factor") is scaled
+
+
+def test_a_table_clamped_one_below_the_first_failing_position_is_found():
+    """Catches: the table length equal to the first failing position (20, clamped to 19)
+    left out of the clamped lengths tried."""
+    x, p = _x((4, 16), 92), np.array([1, 5, 20, 23])
+    found = diagnose(_rotate(x, np.minimum(p, 19)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "position_range"
+    assert found.message.startswith(
+        "positions up to 5 are correct; larger positions are clamped to 19 "
+    )
+
+
+def test_the_table_row_of_one_pair_is_found():
+    """Catches: the table row not searched for a spec with a single pair (the table is then
+    only tried at the first failing position's length)."""
+    x, p = _x((4, 2), 84), np.array([1, 37, 300, 301])
+    found = diagnose(
+        _rotate(x, np.minimum(p, 37)[:, None] * 0.01), x, rr.RopeSpec(2, freqs=[0.01]), p
+    )
+    assert found is not None
+    assert found.message.startswith(
+        "positions up to 37 are correct; larger positions are clamped to 37 "
+    )
+
+
+def test_the_table_row_is_read_from_the_rows_with_a_pair_there():
+    """Catches: a pair of zeros at the first failing position counted when reading which
+    table row it carries: its angle, 0, halves the median angle of the fastest pair (3 rad
+    at the clamped row 3), which moves the row found."""
+    x, p = _x((5, 16), 93), np.array([1, 2, 20, 20, 23])
+    x[3, [0, 8]] = 0.0
+    found = diagnose(_rotate(x, np.minimum(p, 3)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith(
+        "positions up to 2 are correct; larger positions are clamped to 3 "
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "told"),
+    [
+        (lambda p: p % 10, "wrap around a table of 20 positions ("),
+        (lambda p: np.minimum(p, 9), None),
+    ],
+    ids=["wrapped", "clamped"],
+)
+def test_no_table_is_shorter_than_the_last_correct_position(table, told):
+    """Catches: a table of 10 positions offered where position 10 counts as correct (its row
+    of x is zero, so it cannot tell): a table of 10 wraps or clamps position 10 itself. A
+    table of 20 fits every row; clamped to 9, nothing longer fits."""
+    x, p = _x((4, 16), 94), np.array([1, 10, 25, 26])
+    x[1] = 0.0
+    found = diagnose(_rotate(x, table(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    assert found is not None
+    if told is None:
+        assert found.cause != "position_range"
+    else:
+        assert found.message.startswith(f"positions up to 10 are correct; larger positions {told}")
