@@ -434,3 +434,16 @@ def test_no_table_is_shorter_than_the_last_correct_position(table, told):
         assert found.cause != "position_range"
     else:
         assert found.message.startswith(f"positions up to 10 are correct; larger positions {told}")
+
+
+def test_a_result_of_near_zeros_is_no_attention_factor_of_zero():
+    """Catches: a scale of 0 let through the scale check: a result of the smallest
+    subnormal where the oracle is below 0.5 (each product with the oracle rounds to 0) and
+    0 elsewhere is no attention factor."""
+    x, p = _x((6, 16), 95), np.arange(6) * 5 + 3
+    want = _rotate(x, p[:, None] * _inv(16))
+    y = np.where(np.abs(want) < 0.5, 5e-324, 0.0)
+    assert float(np.sum(y * want)) == 0.0
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "attention_factor"
