@@ -213,10 +213,14 @@ def check_tolerances(rtol: object, atol: object) -> tuple[float | None, float | 
     )
 
 
-def pair_norms(spec: RopeSpec, y: F64) -> F64:
-    """Norm of the pair each feature belongs to (``|x|`` for pass-through features)."""
+def pair_norms(spec: RopeSpec, y: F64, *, inverse: bool = False) -> F64:
+    """Norm of the pair each feature belongs to (``|x|`` for pass-through features).
+
+    `y` holds the pairs as written: in ``spec.written_layout``, or for the `inverse`
+    rotation (which reads that layout) in ``spec.layout``.
+    """
     start, stop = spec.rotary_start, spec.rotary_stop
-    layout = spec.written_layout  # y holds the pairs as written
+    layout = spec.layout if inverse else spec.written_layout
     first, second = split_pairs(y[..., start:stop], layout=layout)
     r = np.hypot(first, second)
     rotated = np.concatenate([r, r], axis=-1) if layout == "half" else np.repeat(r, 2, axis=-1)
@@ -226,7 +230,7 @@ def pair_norms(spec: RopeSpec, y: F64) -> F64:
 def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> F64:
     """Per-element tolerance: the model on rotated features, storage rounding elsewhere."""
     spec = s.spec
-    norms = pair_norms(spec, expected)
+    norms = pair_norms(spec, expected, inverse=s.inverse)
     tol = model.atol(s.max_angles()[..., None], norms)
     passthrough = np.ones(spec.head_dim, dtype=bool)
     passthrough[spec.rotary_start : spec.rotary_stop] = False
@@ -253,7 +257,7 @@ def position_shift(s: Setup, position_eps: float) -> float:
 def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
     """Tolerance added on rotated features for positions rounded to `position_eps`."""
     spec = s.spec
-    extra = pair_norms(spec, expected) * position_shift(s, position_eps)
+    extra = pair_norms(spec, expected, inverse=s.inverse) * position_shift(s, position_eps)
     extra[..., : spec.rotary_start] = 0.0
     extra[..., spec.rotary_stop :] = 0.0
     return np.asarray(extra, dtype=np.float64)

@@ -48,7 +48,7 @@ def table_layout(c: Comparison) -> Diagnosis | None:
     """A full-width cos/sin table built for one layout, applied with the other rotation."""
     s = c.setup
     spec = s.spec
-    if spec.xpos is not None or spec.sections is not None or spec.n_pairs < 2:
+    if spec.xpos is not None or spec.n_pairs < 2:
         return None
     cos, sin = (
         np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, s.grid, None, s.seq_len)
@@ -83,7 +83,7 @@ def yarn_ramp(c: Comparison) -> Diagnosis | None:
     scaled = inv_freq(s.spec, s.seq_len)
     span = plain - interpolated
     with np.errstate(divide="ignore", invalid="ignore"):
-        kept = np.where(span > 0, (scaled - interpolated) / span, 1.0)  # 1: extrapolated
+        kept = np.where(span != 0, (scaled - interpolated) / span, 1.0)  # 1: extrapolated
     inverted = interpolated * kept + plain * (1.0 - kept)
     if np.allclose(inverted, scaled) or not explains(c, oracle_with_freqs(s, inverted)):
         return None

@@ -243,7 +243,8 @@ def partly_right_pairs(c: Comparison) -> Diagnosis | None:
     if not np.any(bad) or np.all(bad) or np.any(c.failed[..., passthrough]):
         return None
     # Only a rotation by other angles: every pair keeps its norm (a corrupted value does not).
-    kept = np.abs(pair_norms(spec, c.actual) - pair_norms(spec, c.expected)) <= 2 * c.tolerance
+    got, want = (pair_norms(spec, y, inverse=c.setup.inverse) for y in (c.actual, c.expected))
+    kept = np.abs(got - want) <= 2 * c.tolerance
     if not np.all(kept[c.failed]):
         return None
     good = np.flatnonzero(~bad).tolist()
