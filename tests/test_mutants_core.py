@@ -318,7 +318,7 @@ def _jax_array_on(platforms):
     """A stand-in for a JAX array held on devices of these platforms (no GPU needed)."""
     jax = pytest.importorskip("jax")
 
-    class OnDevices(jax.Array):  # type: ignore[misc]
+    class OnDevices(jax.Array):  # type: ignore[name-defined,misc]
         def devices(self):
             return {_Device(p, i) for i, p in enumerate(platforms)}
 
@@ -342,7 +342,12 @@ def test_only_arrays_on_one_gpu_are_cuda_arrays(monkeypatch):
     assert not is_cuda_array(_jax_array_on(["cpu"]))
     assert not is_cuda_array(_jax_array_on([]))
     seen = []
-    jax.jit(lambda a: seen.append(is_cuda_array(a)) or a)(jax.numpy.ones(2))
+
+    def probe(a):
+        seen.append(is_cuda_array(a))
+        return a
+
+    jax.jit(probe)(jax.numpy.ones(2))
     assert seen == [False]
 
     cupy = types.ModuleType("cupy")
