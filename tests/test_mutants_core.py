@@ -462,3 +462,45 @@ def test_to_numpy_copies_tensors_that_record_grad():
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, [1.5, -2.0])
     np.testing.assert_array_equal(to_numpy(np.array([3.0])), [3.0])
+
+
+# -- mixed: RoPE-Mixed frequencies and angles -------------------------------------------------
+
+
+def test_mixed_angles_of_one_axis_and_of_several_heads():
+    """Catches: a one-axis frequency array ``(1, pairs)`` refused as empty, and the sum taken
+    over another axis than the axes one (per head too)."""
+    from rope_ref._core.mixed import mixed_angles
+
+    t = np.array([[2.0], [-3.0], [0.5]])  # (seq, 1 axis)
+    f = np.array([[1.0, 0.25, 4.0]])  # (1 axis, 3 pairs)
+    np.testing.assert_array_equal(mixed_angles(f, t), t * f)
+    rng = np.random.default_rng(5)
+    freqs = rng.normal(size=(2, 3, 4))  # (heads, axes, pairs)
+    positions = rng.normal(size=(5, 3))  # (seq, axes)
+    want = np.zeros((2, 5, 4))
+    for h in range(2):
+        for a in range(3):
+            want[h] += positions[:, a, None] * freqs[h, a]
+    np.testing.assert_allclose(mixed_angles(freqs, positions), want, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("freqs", "positions", "error", "message"),
+    [
+        (3.0, [[1.0]], TypeError, "`freqs` must be an array"),
+        (np.ones((2, 0)), [[1.0, 2.0]], ValueError, "`freqs` must have shape"),
+        (np.ones((2, 2, 2, 2)), [[1.0, 2.0]], ValueError, "`freqs` must have shape"),
+        (np.ones((2, 2)), np.ones((3, 2), dtype=bool), TypeError, "`positions` must hold real"),
+        (np.ones((2, 2)), np.ones((3, 2), dtype=complex), TypeError, "`positions` must hold real"),
+        (np.ones((2, 2)), [1.0, 2.0], ValueError, r"`positions` must have shape \(seq, 2\)"),
+        (np.ones((2, 2)), np.ones((1, 3, 2)), ValueError, r"`positions` must have shape"),
+    ],
+)
+def test_mixed_angles_refuse_what_they_cannot_read(freqs, positions, error, message):
+    """Catches: a scalar, empty or 4-D frequency array, boolean or complex positions, or
+    positions of the wrong shape let through (or refused with another error)."""
+    from rope_ref._core.mixed import mixed_angles
+
+    with pytest.raises(error, match=message):
+        mixed_angles(freqs, positions)
