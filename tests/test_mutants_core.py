@@ -558,8 +558,8 @@ def test_interleaved_features_map_to_half_features_by_non_negative_indices():
     from rope_ref._core.reference import half_index_of_interleaved
 
     for n in (1, 2, 5):
-        want = [h for j in range(n) for h in (j, j + n)]
-        assert half_index_of_interleaved(n) == want
+        order = [h for j in range(n) for h in (j, j + n)]
+        assert half_index_of_interleaved(n) == order
     spec = rr.RopeSpec(4, freqs=[1.0, 0.5], layout="interleaved")
     x = np.random.default_rng(9).standard_normal((3, 4))
     phi = np.arange(3)[:, None] * np.array([1.0, 0.5])
