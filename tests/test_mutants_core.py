@@ -567,3 +567,19 @@ def test_interleaved_features_map_to_half_features_by_non_negative_indices():
     want = np.stack([a * c - b * s, b * c + a * s], axis=-1).reshape(3, 4)
     got = rr.apply_rope(torch.as_tensor(x), spec, form="matrix").numpy()
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+
+# -- positions: shifting, default positions, grids ---------------------------------------------
+
+
+def test_default_positions_ending_at_int64_max_are_added_exactly():
+    """Catches: the int64 fit of default positions tested with ``<`` at its top, which sends
+    ``offset + arange(n)`` ending exactly at 2**63 - 1 through float64: the offset is then
+    rounded first (2**63 - 1537 to 2**63 - 1024) and each sum rounded again, which moves
+    1022 of these 1537 positions to another float64 than their exact value's."""
+    n = 1537
+    offset = 2**63 - n  # the last position is 2**63 - 1
+    phi = np.array([float(offset + k) for k in range(n)])  # each exact sum, rounded once
+    x = np.tile([[1.0, 0.0]], (n, 1))
+    got = rr.apply_rope(x, rr.RopeSpec(2, freqs=[1.0]), offset=offset)
+    np.testing.assert_array_equal(got, np.stack([np.cos(phi), np.sin(phi)], axis=-1))
