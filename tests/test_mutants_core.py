@@ -583,3 +583,16 @@ def test_default_positions_ending_at_int64_max_are_added_exactly():
     x = np.tile([[1.0, 0.0]], (n, 1))
     got = rr.apply_rope(x, rr.RopeSpec(2, freqs=[1.0]), offset=offset)
     np.testing.assert_array_equal(got, np.stack([np.cos(phi), np.sin(phi)], axis=-1))
+
+
+def test_an_integer_sum_of_exactly_int64_max_is_added_exactly():
+    """Catches: the elementwise fit of ``p + offset`` tested with ``<`` at int64's top. The
+    sum 2**63 - 1 rounds once to 2**63; rounding the position and the offset first gives
+    another float64 (the pairs below were found by searching for such a double rounding)."""
+    spec = rr.RopeSpec(2, freqs=[1.0])
+    for q in (1_560_980_764_159, 3_494_775_225_855):
+        offset = 2**63 - 1 - q
+        assert float(np.float64(q) + np.float64(offset)) != 2.0**63  # the trap is real
+        got = rr.apply_rope(np.array([[1.0, 0.0]]), spec, np.array([q]), offset=offset)
+        phi = float(2**63 - 1)  # the exact sum, rounded once: 2**63
+        np.testing.assert_array_equal(got, [[np.cos(phi), np.sin(phi)]])
