@@ -596,3 +596,14 @@ def test_an_integer_sum_of_exactly_int64_max_is_added_exactly():
         got = rr.apply_rope(np.array([[1.0, 0.0]]), spec, np.array([q]), offset=offset)
         phi = float(2**63 - 1)  # the exact sum, rounded once: 2**63
         np.testing.assert_array_equal(got, [[np.cos(phi), np.sin(phi)]])
+
+
+def test_an_offset_of_int64_max_still_adds_exactly():
+    """Catches: an offset of exactly 2**63 - 1 taken as beyond int64. Position -512 plus it
+    is 2**63 - 513, which rounds once to 2**63 - 1024; rounding the offset first (to 2**63)
+    gives 2**63 - 512, a tie that rounds to 2**63."""
+    offset = 2**63 - 1
+    got = rr.apply_rope(np.array([[1.0, 0.0]]), rr.RopeSpec(2, freqs=[1.0]), [-512], offset=offset)
+    phi = float(offset - 512)
+    assert phi == 2.0**63 - 1024
+    np.testing.assert_array_equal(got, [[np.cos(phi), np.sin(phi)]])
