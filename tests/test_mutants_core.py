@@ -607,3 +607,18 @@ def test_an_offset_of_int64_max_still_adds_exactly():
     phi = float(offset - 512)
     assert phi == 2.0**63 - 1024
     np.testing.assert_array_equal(got, [[np.cos(phi), np.sin(phi)]])
+
+
+def test_seq_axis_names_an_axis_of_x_other_than_the_last():
+    """Catches: the range of `seq_axis` off by one at either end (``-ndim - 1`` or ``ndim``
+    accepted, ``-ndim`` refused), or the feature axis accepted under another name."""
+    from rope_ref._core.positions import normalize_seq_axis
+
+    for axis, want in ((-3, 0), (-2, 1), (0, 0), (1, 1)):
+        assert normalize_seq_axis(axis, 3) == want
+    for axis in (-4, -1, 2, 3):
+        with pytest.raises(ValueError, match=r"`seq_axis` must name an axis of x other than"):
+            normalize_seq_axis(axis, 3)
+    with pytest.raises(ValueError, match=r"`x` must have a sequence axis before the feature"):
+        normalize_seq_axis(0, 1)
+    assert normalize_seq_axis(0, 2) == 0
