@@ -622,3 +622,24 @@ def test_seq_axis_names_an_axis_of_x_other_than_the_last():
     with pytest.raises(ValueError, match=r"`x` must have a sequence axis before the feature"):
         normalize_seq_axis(0, 1)
     assert normalize_seq_axis(0, 2) == 0
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [
+        [None, None],
+        ["a", "b"],
+        [1 + 2j, 3.0],
+        [True, False],
+        [2**64, "a"],
+        [2**64, True],
+        np.zeros(2, dtype=[("t", "f8")]),  # a structured (void) dtype
+    ],
+    ids=repr,
+)
+def test_positions_that_are_not_real_numbers_are_a_type_error_naming_them(positions):
+    """Catches: Python objects other than real numbers (None, strings, complex, bools,
+    alone or beside an int past int64) or a structured dtype converted, or failing in
+    another error than a TypeError naming `positions`."""
+    with pytest.raises(TypeError, match=r"`positions` must (hold|have) (integer|an integer)"):
+        rr.apply_rope(np.ones((2, 4)), rr.RopeSpec(4), positions)
