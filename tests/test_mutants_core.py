@@ -643,3 +643,30 @@ def test_positions_that_are_not_real_numbers_are_a_type_error_naming_them(positi
     another error than a TypeError naming `positions`."""
     with pytest.raises(TypeError, match=r"`positions` must (hold|have) (integer|an integer)"):
         rr.apply_rope(np.ones((2, 4)), rr.RopeSpec(4), positions)
+
+
+# -- multiaxis: M-RoPE ids and patch grids ------------------------------------------------------
+
+
+def test_mrope_text_runs_are_ints_not_bools():
+    """Catches: the text-run test widened to bools or narrowed from NumPy integers: a NumPy
+    int is a run of text tokens, True is refused rather than read as one token."""
+    want = [[0, 0, 0], [1, 1, 1], [2, 2, 2], [2, 2, 3], [2, 3, 2], [2, 3, 3], [4, 4, 4]]
+    assert rr.mrope_positions([np.int64(2), (1, 2, 2), np.int32(1)]).tolist() == want
+    with pytest.raises(TypeError, match=r"`segments` must hold ints .* got True"):
+        rr.mrope_positions([True])
+
+
+def test_video_patches_are_ordered_block_by_block_per_frame():
+    """Catches: a changed axis order of the merge blocks of a video (T, H, W): tokens go
+    frame by frame, then block row, block column, row and column within the block."""
+    t, h, w, m = 2, 4, 6, 2
+    want = [
+        [f, bi * m + r, bj * m + c]
+        for f in range(t)
+        for bi in range(h // m)
+        for bj in range(w // m)
+        for r in range(m)
+        for c in range(m)
+    ]
+    assert rr.patch_positions((t, h, w), merge_size=m).tolist() == want
