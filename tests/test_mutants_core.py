@@ -670,3 +670,113 @@ def test_video_patches_are_ordered_block_by_block_per_frame():
         for c in range(m)
     ]
     assert rr.patch_positions((t, h, w), merge_size=m).tolist() == want
+
+
+def _rotated_by(phi):
+    """[1, 0] rotated by each angle of `phi`: the rows [cos, sin]."""
+    phi = np.asarray(phi, dtype=np.float64)
+    return np.stack([np.cos(phi), np.sin(phi)], axis=-1)
+
+
+ONE_PAIR = rr.RopeSpec(2, freqs=[1.0])
+
+
+def test_default_positions_below_int64_are_rounded_not_wrapped():
+    """Catches: INT64_MIN written ``~(2**63)`` (an offset of -2**63 - 1 then added in int64)
+    or ``-(2**62)`` (offsets from -2**63 to -2**62 then rounded before the sum), and the top
+    fit test moved one past 2**63 - 1 (the last position then wraps) or off empty x."""
+    n = 1537
+    for offset in (-(2**63) - 1, -(2**62) - n, 2**63 - n + 1):
+        if -(2**63) <= offset <= 2**63 - n:  # every sum fits int64: exact, rounded once
+            phi = np.array([float(offset + k) for k in range(n)])
+        else:  # documented: float(offset) + arange(n) in float64
+            phi = float(offset) + np.arange(n, dtype=np.float64)
+        got = rr.apply_rope(np.tile([[1.0, 0.0]], (n, 1)), ONE_PAIR, offset=offset)
+        np.testing.assert_array_equal(got, _rotated_by(phi))
+    assert rr.apply_rope(np.ones((0, 2)), ONE_PAIR, offset=2**63).shape == (0, 2)
+
+
+def test_integer_shifts_at_the_ends_of_int64_are_exact_or_rounded_once():
+    """Catches: the fast int64 path taken for a dtype whose range plus the offset leaves
+    int64 (int32 -2**31 plus -2**63 + 2**30 wraps round), an offset of exactly -2**63 sent
+    through float64 (2**62 + 513 rounds up first), and negative int64 positions taken as
+    not fitting (rounded before the sum)."""
+    cases = [
+        (np.array([-(2**31), 0], dtype=np.int32), -(2**63) + 2**30),
+        (np.array([2**62 + 513]), -(2**63)),
+        (np.array([-(2**62) - 513]), 2),
+    ]
+    for p, offset in cases:
+        phi = [float(int(v) + offset) for v in p]  # exact, rounded once
+        got = rr.apply_rope(np.tile([[1.0, 0.0]], (len(p), 1)), ONE_PAIR, p, offset=offset)
+        np.testing.assert_array_equal(got, _rotated_by(phi))
+
+
+def test_python_int_positions_stay_integers():
+    """Catches: every Python list of positions turned into float64 before the shift (the
+    object-array test widened): 2**62 + 513 - 2 is exact in int64, but rounding 2**62 + 513
+    first lands 1024 away."""
+    got = rr.apply_rope(np.array([[1.0, 0.0]]), ONE_PAIR, [2**62 + 513], offset=-2)
+    np.testing.assert_array_equal(got, _rotated_by([float(2**62 + 511)]))
+
+
+def test_positions_of_another_namespace_than_x():
+    """Catches: the NumPy exception for positions reversed (NumPy positions refused for a
+    PyTorch x, PyTorch positions silently converted for a NumPy x)."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((3, 2))
+    want = rr.apply_rope(x, ONE_PAIR, np.array([0, 5, 9]))
+    got = rr.apply_rope(torch.as_tensor(x), ONE_PAIR, np.array([0, 5, 9]))
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TypeError, match=r"`positions` must be in the namespace of `x`"):
+        rr.apply_rope(x, ONE_PAIR, torch.tensor([0, 5, 9]))
+
+
+def test_multi_axis_positions_need_one_trailing_coordinate_per_section():
+    """Catches: a scalar or a wrong trailing length let through (or an IndexError)."""
+    spec = rr.RopeSpec(8, sections=(2, 2))
+    for bad in (np.int64(3), np.zeros((5, 3), dtype=np.int64)):
+        with pytest.raises(ValueError, match=r"`positions` must have a trailing axis of length 2"):
+            rr.apply_rope(np.ones((5, 8)), spec, bad)
+
+
+def test_ragged_positions_are_named():
+    """Catches: NumPy's own ValueError for a ragged list let through."""
+    with pytest.raises(ValueError, match=r"`positions` must be a real number or a rectangular"):
+        rr.apply_rope(np.ones((2, 2, 2)), ONE_PAIR, [[0, 1], [2]])
+
+
+def test_seq_axis_error_gives_the_valid_range():
+    """Catches: a wrong range in the message (its ends from -ndim to ndim - 2)."""
+    from rope_ref._core.positions import normalize_seq_axis
+
+    with pytest.raises(ValueError, match=r"\(from -4 to 2, excluding -1\); got 7\.$"):
+        normalize_seq_axis(7, 4)
+
+
+def test_seq_axis_hints_name_the_first_other_axis_of_that_length():
+    """Catches: hints for 2-D ids dropped, the ids' batch axis offered as the sequence,
+    the length read from the batch, a 1-D grid's axis 0 skipped, or the last match named."""
+    from rope_ref._core.positions import seq_axis_hint
+
+    def hint(bad, ndim, good, length, axis_length):
+        return (
+            f" seq_axis={bad - ndim} has length {axis_length}, but axis {good - ndim} has "
+            f"the positions' length {length}: pass seq_axis={good - ndim}."
+        )
+
+    assert seq_axis_hint((2, 16), (2, 16, 8), 2) == hint(2, 4, 1, 16, 8)  # (batch, seq) ids
+    assert seq_axis_hint((16, 16), (16, 4, 8), 1) == ""  # axis 0 is the ids' batch
+    assert seq_axis_hint((16,), (16, 4, 8), 1) == hint(1, 4, 0, 16, 4)  # 1-D: axis 0 counts
+    assert seq_axis_hint((8,), (2, 16, 8), 1) == hint(1, 4, 2, 8, 16)
+    assert seq_axis_hint((16,), (16, 16, 4, 8), 2) == hint(2, 5, 0, 16, 4)  # the first
+
+
+def test_batch_seq_ids_are_recognised_by_shape():
+    """Catches: ids with a batch of 1 not read as (batch, seq) ids when x has a batch,
+    ids of 5-D x missed, and ids tried along axis 0 when seq_axis is 0."""
+    from rope_ref._core.positions import grid_axes
+
+    assert grid_axes((1, 4), (2, 4, 4), 1) == (0, 1)
+    assert grid_axes((2, 4), (2, 3, 4, 5), 2) == (0, 2)
+    assert grid_axes((1, 4), (4, 3, 4), 0) == (1, 2)  # right-aligned, as a full grid
