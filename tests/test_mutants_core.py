@@ -652,7 +652,7 @@ def test_mrope_text_runs_are_ints_not_bools():
     """Catches: the text-run test widened to bools or narrowed from NumPy integers: a NumPy
     int is a run of text tokens, True is refused rather than read as one token."""
     want = [[0, 0, 0], [1, 1, 1], [2, 2, 2], [2, 2, 3], [2, 3, 2], [2, 3, 3], [4, 4, 4]]
-    assert rr.mrope_positions([np.int64(2), (1, 2, 2), np.int32(1)]).tolist() == want
+    assert rr.mrope_positions([np.int64(2), (1, 2, 2), np.int32(1)]).tolist() == want  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"`segments` must hold ints .* got True"):
         rr.mrope_positions([True])
 
