@@ -98,7 +98,8 @@ def is_real_floating(xp: ArrayNamespace, dtype: object) -> bool:
             return True
     except TypeError:  # a dtype the namespace does not know
         pass
-    return dtype_name(dtype) == "bfloat16"
+    # A name is not a dtype: "bfloat16" would reach a namespace's cast that has none.
+    return not isinstance(dtype, str) and dtype_name(dtype) == "bfloat16"
 
 
 _FLOAT64_SUPPORT: dict[tuple[int, object], bool] = {}
