@@ -14,6 +14,7 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
+from rope_ref.testing._compare import compare, setup
 
 
 def _x(shape, seed):
@@ -104,3 +105,125 @@ def test_an_arange_in_bfloat16_plus_an_offset_is_named(shape, seq_axis):
     assert found.message.startswith(
         "positions were held in bfloat16, which is exact only up to 256:"
     )
+
+
+# -- frequencies read off the result: the base fitted to them ------------------------------------
+
+
+def _base_found(x, p, base, spec=None):
+    spec = rr.RopeSpec(x.shape[-1]) if spec is None else spec
+    found = diagnose(_rotate(x, p[:, None] * _inv(x.shape[-1], base)), x, spec, p)
+    assert found is not None
+    assert found.cause == "frequencies"
+    return found.message
+
+
+@pytest.mark.parametrize(
+    "p",
+    [np.arange(1.0, 5.0), np.full(4, 1.0), np.full(4, -1.0), np.array([0.0, 0.0, 0.0, 5.0])],
+    ids=["no-zero", "all-one", "all-minus-one", "one-nonzero-row"],
+)
+def test_a_base_is_fitted_from_any_rows_off_position_zero(p):
+    """Catches: the frequencies read only where some position is zero, or not where every
+    position is 1 or -1, or a pair seen in a single row dropped. 12345 is no common base:
+    it must be fitted."""
+    message = _base_found(_x((4, 16), 5), p, 12345.0)
+    assert "follow base 12345 instead of the spec's base 10000" in message
+
+
+def test_a_base_is_fitted_past_pairs_that_are_zero_in_most_rows():
+    """Catches: zero pairs (no angle to read) counted as turning by 0: pair 5 is zero in
+    three of the four rows, and its median frequency would be 0."""
+    x = _x((4, 16), 6)
+    x[:3, [5, 13]] = 0.0
+    message = _base_found(x, np.arange(1.0, 5.0), 12345.0)
+    assert "follow base 12345 instead of the spec's base 10000" in message
+
+
+def test_a_base_is_fitted_over_a_batch_axis():
+    """Catches: the pairs counted along another axis than the last (the sequence's length
+    for a batch of 2 x 4 rows of 8 pairs)."""
+    message = _base_found(_x((2, 4, 16), 7), np.arange(1.0, 5.0), 12345.0)
+    assert "follow base 12345 instead of the spec's base 10000" in message
+
+
+def test_a_pair_zero_in_every_row_leaves_the_common_bases():
+    """Catches: a pair with nothing to read measured anyway (the median of no values)."""
+    x = _x((4, 16), 8)
+    x[:, [5, 13]] = 0.0
+    message = _base_found(x, np.arange(1.0, 5.0), 500000.0)
+    assert "follow base 500000 instead of the spec's base 10000" in message
+
+
+@pytest.mark.parametrize(
+    ("d", "base", "p"), [(4, 12345.0, np.arange(1.0, 5.0)), (16, 1.5, np.arange(4.0))]
+)
+def test_a_base_is_fitted_for_two_pairs_and_below_two(d, base, p):
+    """Catches: two pairs (one ratio to fit from) judged too few, or fitted bases up to 2
+    dropped (any base above 1 is valid; small positions keep every angle below pi)."""
+    message = _base_found(_x((4, d), 9), p, base)
+    assert f"follow base {base:g} instead of the spec's base 10000" in message
+
+
+def test_a_single_pair_at_half_its_frequency_is_linear_scaling():
+    """Catches: a base fitted from the pairs after the first when there are none."""
+    x, p = _x((4, 2), 10), np.arange(1.0, 5.0)
+    found = diagnose(_rotate(x, p[:, None] * 0.5), x, rr.RopeSpec(2), p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith("the result follows Linear(factor=2.0), but the spec says no")
+
+
+def test_a_wrong_result_at_position_zero_only_is_unknown():
+    """Catches: the base fit tried without frequencies (every position 0: nothing turns)."""
+    x = _x((4, 16), 11)
+    found = diagnose(x + 0.1, x, rr.RopeSpec(16), np.zeros(4))
+    assert found is not None
+    assert found.cause == "unknown"
+
+
+P = np.array([0.0, 1, 2, 3, 5, 8, 13, 100, 1000, 4000])
+
+
+def test_a_doubled_exponent_states_the_squared_base():
+    """Catches: the squared base in the message computed as anything else (10000^2 = 1e8)."""
+    x = _x((P.size, 16), 12)
+    y = _rotate(x, P[:, None] * 10000.0 ** (-np.arange(8) / 4))
+    found = diagnose(y, x, rr.RopeSpec(16), P)
+    assert found is not None
+    assert "the same as base 10000^2 = 1e+08, but the fix is" in found.message
+
+
+def test_a_base_squared_to_a_common_one_is_told_as_that_base():
+    """Catches: the doubled exponent tried first where the spec's base squared is a common
+    base (1000^2 = 10^6): rope_theta 10^6 not passed through is then the likelier mistake."""
+    message = _base_found(_x((P.size, 16), 13), P, 1e6, rr.RopeSpec(16, base=1000.0))
+    assert "follow base 1e+06 instead of the spec's base 1000 " in message
+
+
+def test_a_doubled_exponent_under_a_scaling_rule_is_tried_after_the_bases():
+    """Catches: the doubled exponent never tried where the base squared is a common base.
+    Under LongRoPE (every pair's frequency halved, cos and sin times 1.5) the base 10^6
+    candidate halves the frequencies; the result does not: it is 1000^(-4j/16) times 1.5."""
+    x = _x((P.size, 16), 14)
+    y = _rotate(x, P[:, None] * 1000.0 ** (-np.arange(8) / 4)) * 1.5
+    rule = rr.scaling.LongRoPE(
+        [2.0] * 8, [2.0] * 8, original_max_position=8192, attention_factor=1.5
+    )
+    found = diagnose(y, x, rr.RopeSpec(16, base=1000.0, scaling=rule), P)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert found.message.startswith("theta_j = base^(-2j/8) instead of base^(-2j/16)")
+
+
+def test_a_result_just_outside_tolerance_is_not_the_spec_s_own_base():
+    """Catches: the spec's own base (or one printed the same) offered as "another" base, and
+    frequencies that print as the spec's offered as other ones: one element off by 1.5 times
+    its tolerance was told "the frequencies follow base 10000 instead of the spec's base
+    10000"."""
+    x, p, spec = _x((4, 16), 15), np.arange(4.0), rr.RopeSpec(16)
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[3, 0] += 1.5 * compare(y, setup(x, spec, p)).tolerance[3, 0]
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause != "frequencies", found
