@@ -227,3 +227,83 @@ def test_a_result_just_outside_tolerance_is_not_the_spec_s_own_base():
     found = diagnose(y, x, spec, p)
     assert found is not None
     assert found.cause != "frequencies", found
+
+
+# -- angles and cos/sin computed in a low precision ----------------------------------------------
+
+
+def _angles_off(pmax, share, eps, **kwargs):
+    """The rotation at positions 0..pmax with every angle off by ``share * eps`` of itself,
+    up or down at random (no frequency, scale or rounding rule explains it)."""
+    rng = np.random.default_rng(16)
+    p = np.arange(pmax + 1.0)
+    x = rng.uniform(-1.0, 1.0, (p.size, 16))
+    angles = p[:, None] * _inv(16)
+    angles = angles * (1.0 + share * eps * rng.choice([-1.0, 1.0], angles.shape))
+    return diagnose(_rotate(x, angles), x, rr.RopeSpec(16), p, **kwargs)
+
+
+BF16_BOUND = "fit angles computed in bfloat16 (about 0.0078 x |angle| rad): build positions * "
+BF16_BOUND += "inv_freq in float32 or better."
+
+
+@pytest.mark.parametrize("stated", [None, "float32"])
+def test_angles_off_by_bfloat16_rounding_below_15_rad_are_named(stated):
+    """Catches: the bfloat16 angle model judged uninformative below its bound, where its
+    allowance 2 eps (|angle| + 1) = 2 * 2**-7 * (14 + 1) stays under 0.25 rad; the search
+    stopped at a dtype the caller stated for the angles (float32) instead of going on to
+    coarser ones; float64 advised where float32 is enough."""
+    found = _angles_off(14, 0.5, 2.0**-7, angle_dtype=stated)
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message.endswith(BF16_BOUND)
+
+
+def test_angles_off_by_bfloat16_rounding_at_15_rad_are_not_named():
+    """Catches: the bfloat16 angle model taken as informative at or past its bound: at the
+    largest angle 15 its allowance 2 * 2**-7 * 16 is 0.25 rad, which excuses too much."""
+    found = _angles_off(15, 0.5, 2.0**-7)
+    assert found is not None
+    assert "bfloat16" not in found.message, found
+
+
+@pytest.mark.parametrize(("share", "name"), [(2.0, "float32"), (3.0, "bfloat16")])
+def test_angles_are_held_to_the_float32_model_itself(share, name):
+    """Catches: the float32 angle model's allowance taken twice: angles off by three
+    float32 steps of themselves are then called float32 angles."""
+    found = _angles_off(14, share, 2.0**-23)
+    assert found is not None
+    assert found.cause == "precision"
+    assert f"fit angles computed in {name} " in found.message
+
+
+def _float32_result(seed, off):
+    """A float32 rotation at positions 0..1100 written with `off` applied to its values."""
+    rng = np.random.default_rng(seed)
+    p = np.arange(0.0, 1200.0, 100.0)
+    x = rng.uniform(-1.0, 1.0, (p.size, 16)).astype(np.float32)
+    y = off(_rotate(x.astype(np.float64), p[:, None] * _inv(16)), rng)
+    return diagnose(y.astype(np.float32), x, rr.RopeSpec(16), p)
+
+
+def test_a_float32_result_rounded_to_bfloat16_is_named():
+    """Catches: the search for cos/sin (or the rotation) in a dtype coarser than the result
+    skipped, or held to no allowance at all. Angles up to 1100 rad leave no angle model
+    informative; only the value model of bfloat16 holds a result rounded to bfloat16."""
+    found = _float32_result(17, lambda y, rng: _bf16(y))
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message == (
+        "the errors are of the size of bfloat16 rounding although the result is float32: "
+        "cos/sin (or the rotation) were computed in bfloat16."
+    )
+
+
+def test_a_float32_result_off_by_six_bfloat16_steps_is_not_named():
+    """Catches: the bfloat16 value model's allowance taken twice: values off by 6 bfloat16
+    steps of themselves (up or down at random) are past it, not within."""
+    found = _float32_result(
+        17, lambda y, rng: y * (1 + 6 * 2.0**-7 * rng.choice([-1.0, 1.0], y.shape))
+    )
+    assert found is not None
+    assert found.cause == "unknown"
