@@ -307,3 +307,57 @@ def test_a_float32_result_off_by_six_bfloat16_steps_is_not_named():
     )
     assert found is not None
     assert found.cause == "unknown"
+
+
+# -- frequencies read off the result: other inverse frequencies ----------------------------------
+
+
+def _one_pair_off(p, pair, times, seed=18):
+    x = _x((p.size, 16), seed)
+    theta = _inv(16)
+    theta[pair] *= times
+    return diagnose(_rotate(x, p[:, None] * theta), x, rr.RopeSpec(16), p)
+
+
+@pytest.mark.parametrize(
+    ("p", "pair", "times", "got", "want"),
+    [
+        (np.array([0.0, 1.0, 2.0, 2.0]), 2, 1.5, "0.15", "0.1"),
+        (np.arange(4.0), 3, 0.5, f"{0.5 * 10000**-0.375:.6g}", f"{10000**-0.375:.6g}"),
+        (np.arange(4.0), 0, 0.0, "0", "1"),
+    ],
+    ids=["two-positions", "slower-pair", "pair-not-turning"],
+)
+def test_a_pair_at_another_frequency_is_named_with_both(p, pair, times, got, want):
+    """Catches: two distinct positions judged too few to read frequencies off; the pair with
+    the largest relative error picked by another measure (a pair turning at half its
+    frequency is as far off as one at 1.5 times); a pair that does not turn at all (0 rad
+    per position, read exactly at positions 1 to 3) refused as if it turned backwards."""
+    found = _one_pair_off(p, pair, times)
+    assert found is not None
+    assert found.cause == "frequencies"
+    assert found.message.startswith(
+        f"the result is a rotation with other inverse frequencies: pair {pair} turns by {got} "
+        f"rad per position, the spec says {want} (check"
+    )
+
+
+def test_a_pair_off_at_one_position_is_not_a_frequency():
+    """Catches: frequencies read off a single distinct position (0 and 3 here), where any
+    angle fits some frequency: a pair at 1.5 times its frequency is then no frequency
+    mistake but pairs that do not match."""
+    found = _one_pair_off(np.array([0.0, 0.0, 3.0, 3.0]), 2, 1.5)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message.startswith("pairs 0-1, 3-7 match the given positions and pairs 2 do not")
+
+
+def test_noise_over_a_pair_that_is_zero_everywhere_is_unknown():
+    """Catches: the other-frequencies candidate built when no frequency could be read (a
+    pair zero in every row has no angle)."""
+    x = _x((4, 16), 19)
+    x[:, [5, 13]] = 0.0
+    y = x + 0.1 * np.random.default_rng(20).uniform(-1.0, 1.0, x.shape)
+    found = diagnose(y, x, rr.RopeSpec(16), np.arange(4.0))
+    assert found is not None
+    assert found.cause == "unknown"
