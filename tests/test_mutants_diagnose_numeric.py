@@ -361,3 +361,43 @@ def test_noise_over_a_pair_that_is_zero_everywhere_is_unknown():
     found = diagnose(y, x, rr.RopeSpec(16), np.arange(4.0))
     assert found is not None
     assert found.cause == "unknown"
+
+
+# -- positions held in a low precision, for multi-axis and xPos specs ---------------------------
+
+GRID = np.stack([np.arange(0, 6000, 500) + 3.0, np.arange(12.0) * 7, np.arange(12.0) * 3], axis=-1)
+
+
+def test_multi_axis_positions_held_in_bfloat16_are_named():
+    """Catches: M-RoPE left out of the rounded-positions check (the result was `unknown`).
+    Chunked sections (2, 3, 3): pairs 0-1 turn with axis 0 (rounded to bfloat16 past 256),
+    pairs 2-4 with axis 1, pairs 5-7 with axis 2."""
+    x = _x((12, 16), 21)
+    axis_of_pair = np.array([0, 0, 1, 1, 1, 2, 2, 2])
+    y = _rotate(x, _bf16(GRID)[:, axis_of_pair] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message.startswith(
+        "positions were held in bfloat16, which is exact only up to 256:"
+    )
+
+
+def test_xpos_positions_held_in_bfloat16_are_named():
+    """Catches: xPos left out of the rounded-positions check (the result was `unknown`). The
+    query's scale zeta_j ** ((p - centre) / scale_base), zeta_j = (2j + 0.4 d) / (1.4 d),
+    centre = floor(seq_len / 2) with seq_len = max(p) + 1, taken at the rounded positions."""
+    d, scale_base, p = 16, 512.0, GRID[:, 0]
+    x = _x((p.size, d), 22)
+    zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
+    held = _bf16(p)
+    scale = zeta ** ((held[:, None] - np.floor((p.max() + 1) / 2)) / scale_base)
+    y = _rotate(x, held[:, None] * _inv(d))
+    y = y * np.concatenate([scale, scale], axis=-1)
+    spec = rr.RopeSpec(d, xpos=rr.XPos(scale_base=scale_base))
+    found = diagnose(y, x, spec, p, role="query")
+    assert found is not None
+    assert found.cause == "precision"
+    assert found.message.startswith(
+        "positions were held in bfloat16, which is exact only up to 256:"
+    )

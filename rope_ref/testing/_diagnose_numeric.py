@@ -76,8 +76,6 @@ def position_precision(c: Comparison) -> Diagnosis | None:
 
 def rounded_inputs(c: Comparison) -> Diagnosis | None:
     s = c.setup
-    if s.spec.sections is not None or s.spec.xpos is not None:
-        return None
     exact = {"bfloat16": 256, "float16": 2048}
     theta = inv_freq(s.spec, s.seq_len)
     axis = s.seq_axis % s.x.ndim
@@ -97,6 +95,8 @@ def rounded_inputs(c: Comparison) -> Diagnosis | None:
                 "larger positions were rounded before the angles were built (e.g. an arange "
                 "in the input dtype); build positions as integers or float32.",
             )
+        if s.spec.sections is not None or s.spec.xpos is not None:
+            continue  # the angles below are those of 1-D RoPE, without an xPos scale
         p = s.grid[..., None]
         for angles, what in (
             (round_to(p * theta, name), f"the angles were rounded to {name}"),
