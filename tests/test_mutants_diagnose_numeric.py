@@ -401,3 +401,43 @@ def test_xpos_positions_held_in_bfloat16_are_named():
     assert found.message.startswith(
         "positions were held in bfloat16, which is exact only up to 256:"
     )
+
+
+# -- scaling rules -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "times", "message"),
+    [
+        (
+            None,
+            0.25,
+            "the result follows Linear(factor=4.0), but the spec says no scaling rule: a "
+            "scaling rule was applied that the spec does not have.",
+        ),
+        (
+            rr.scaling.Linear(2.0),
+            1.0,
+            "the result follows no scaling rule, but the spec says Linear(factor=2.0): the "
+            "scaling rule was not applied (plain RoPE frequencies).",
+        ),
+        (
+            rr.scaling.YaRN(4.0, original_max_position=4096),
+            0.25,
+            "the result follows Linear(factor=4.0), but the spec says YaRN(factor=4.0, "
+            "original_max_position=4096, beta_fast=32.0, beta_slow=1.0, mscale=None, "
+            "mscale_all_dim=None, attention_factor=None, truncate=True): Linear used where "
+            "YaRN belongs.",
+        ),
+    ],
+    ids=["rule-added", "rule-dropped", "other-family"],
+)
+def test_a_scaling_mistake_says_which_rule_and_why(rule, times, message):
+    """Catches: the reasons of the scaling message given to the wrong case (a rule applied
+    that the spec lacks, a rule not applied, a rule of another family). The results are the
+    plain frequencies times 1/4 (linear scaling by 4) or times 1."""
+    x = _x((P.size, 16), 24)
+    found = diagnose(_rotate(x, P[:, None] * _inv(16) * times), x, rr.RopeSpec(16, scaling=rule), P)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message == message
