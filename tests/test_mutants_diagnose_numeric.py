@@ -441,3 +441,31 @@ def test_a_scaling_mistake_says_which_rule_and_why(rule, times, message):
     assert found is not None
     assert found.cause == "scaling"
     assert found.message == message
+
+
+def _llama3(theta, factor, length, low=1.0, high=4.0):
+    """Llama 3's frequencies (HF's recipe): wavelengths under length/high keep theta, over
+    length/low are divided by the factor, and in between blend smoothly."""
+    wavelength = 2 * np.pi / theta
+    smooth = (length / wavelength - low) / (high - low)
+    blended = (1 - smooth) * theta / factor + smooth * theta
+    return np.where(
+        wavelength < length / high,
+        theta,
+        np.where(wavelength > length / low, theta / factor, blended),
+    )
+
+
+@pytest.mark.parametrize("length", [8192, 4096])
+def test_llama3_with_a_fitted_factor_is_tried_at_both_common_lengths(length):
+    """Catches: the two context lengths tried for a rule without one (8192 and 4096) changed.
+    The factor 8 is read off the slowest pair (the others keep or nearly keep theirs)."""
+    x = _x((P.size, 16), 25)
+    y = _rotate(x, P[:, None] * _llama3(_inv(16), 8.0, length))
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith(
+        f"the result follows Llama3(factor=8.0, original_max_position={length}, "
+    )
+    assert found.message.endswith(": Llama3 used where Linear belongs.")
