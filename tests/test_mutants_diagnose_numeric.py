@@ -469,3 +469,41 @@ def test_llama3_with_a_fitted_factor_is_tried_at_both_common_lengths(length):
         f"the result follows Llama3(factor=8.0, original_max_position={length}, "
     )
     assert found.message.endswith(": Llama3 used where Linear belongs.")
+
+
+# -- pairs that match and pairs that do not ------------------------------------------------------
+
+
+def _pair_at_random_angles(d, pair, seed):
+    rng = np.random.default_rng(seed)
+    p = np.arange(6.0)
+    x = rng.uniform(-1.0, 1.0, (6, d))
+    angles = p[:, None] * _inv(d)
+    angles[:, pair] = rng.uniform(-3.0, 3.0, 6)  # no frequency turns it like this
+    return diagnose(_rotate(x, angles), x, rr.RopeSpec(d), p)
+
+
+@pytest.mark.parametrize(("d", "pair", "good"), [(4, 1, "0"), (16, 3, "0-2, 4-7")])
+def test_a_pair_turned_by_other_angles_is_named(d, pair, good):
+    """Catches: two pairs (the fewest that can have one right and one wrong) judged too few."""
+    found = _pair_at_random_angles(d, pair, 26)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message.startswith(
+        f"pairs {good} match the given positions and pairs {pair} do not, and no frequency"
+    )
+
+
+def test_a_pair_with_other_values_is_not_told_as_turned():
+    """Catches: the norm check dropped or loosened: pair 3 holds other values (its norm
+    changes), which is no rotation by other angles."""
+    rng = np.random.default_rng(27)
+    p = np.arange(6.0)
+    x = rng.uniform(-1.0, 1.0, (6, 16))
+    y = _rotate(x, p[:, None] * _inv(16))
+    y[:, [3, 11]] = rng.uniform(-1.0, 1.0, (6, 2))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert found.message.startswith("no single known cause explains the mismatch;")
+    assert "only pairs 3 (of 8) differ" in found.message
