@@ -507,3 +507,16 @@ def test_a_pair_with_other_values_is_not_told_as_turned():
     assert found.cause == "unknown"
     assert found.message.startswith("no single known cause explains the mismatch;")
     assert "only pairs 3 (of 8) differ" in found.message
+
+
+def test_ntk_aware_scaling_is_fitted_from_the_slowest_pair():
+    """Catches: the factor read off the slowest pair dropped, or read off another: NTK-aware
+    scaling by 6 (base * 6^(d / (d - 2))) slows the last pair by exactly 6 and the median
+    pair by less; 6 is no common factor."""
+    x = _x((P.size, 16), 28)
+    y = _rotate(x, P[:, None] * _inv(16, 10000.0 * 6.0 ** (16 / 14)))
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message.startswith("the result follows NTKAware(factor=6.0")
+    assert found.message.endswith(": NTKAware used where Linear belongs.")
