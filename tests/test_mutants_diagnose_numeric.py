@@ -520,3 +520,38 @@ def test_ntk_aware_scaling_is_fitted_from_the_slowest_pair():
     assert found.cause == "scaling"
     assert found.message.startswith("the result follows NTKAware(factor=6.0")
     assert found.message.endswith(": NTKAware used where Linear belongs.")
+
+
+# -- multi-axis sections -------------------------------------------------------------------------
+
+SMALL_GRID = np.stack(
+    [np.arange(12.0) * 5 + 1, np.arange(12.0) * 3, (np.arange(12.0) * 7) % 11], -1
+)
+
+
+@pytest.mark.parametrize(
+    ("axis_of_pair", "message"),
+    [
+        (
+            [0, 1, 2, 0, 1, 2, 0, 0],
+            "the pairs are assigned to axes interleaved (interleaved M-RoPE), but the spec's "
+            "order is 'chunked' (Qwen2/2.5-VL chunk, Qwen3-VL interleaves).",
+        ),
+        (
+            [0, 0, 1, 1, 1, 1, 2, 2],
+            "the sections are [2, 4, 2], not the spec's [4, 2, 2] (mrope_section read in "
+            "another order).",
+        ),
+    ],
+    ids=["interleaved", "sections-permuted"],
+)
+def test_a_multi_axis_result_with_other_pair_axes_names_them(axis_of_pair, message):
+    """Catches: the section-order and permuted-sections candidates dropped or their messages
+    swapped. Sections (4, 2, 2) interleaved (Qwen3-VL): pair j turns with axis 1 where
+    j % 3 == 1 and j < 6, axis 2 where j % 3 == 2 and j < 6, else axis 0."""
+    x = _x((12, 16), 29)
+    y = _rotate(x, SMALL_GRID[:, axis_of_pair] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 2, 2)), SMALL_GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message == message
