@@ -555,3 +555,24 @@ def test_a_multi_axis_result_with_other_pair_axes_names_them(axis_of_pair, messa
     assert found is not None
     assert found.cause == "sections"
     assert found.message == message
+
+
+# -- scaling factors read off the result, up a ladder of positions -------------------------------
+
+
+@pytest.mark.parametrize("zero_at", [None, 1], ids=["every-row", "pair-zero-at-position-1"])
+def test_a_linear_factor_is_read_up_the_positions(zero_at):
+    """Catches: the ladder of positions stopped (or never started) at a step where some pair
+    has nothing to read (pair 7 zero in the row at position 1: the estimate starts at 2);
+    the factor 5 (no common one) must be read off the result, sharpened up to 4000."""
+    x = _x((P.size, 16), 30)
+    if zero_at is not None:
+        x[np.equal(P, zero_at), 7] = x[np.equal(P, zero_at), 15] = 0.0
+    y = _rotate(x, P[:, None] * _inv(16) / 5.0)
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message == (
+        "the result follows Linear(factor=5.0), but the spec says Linear(factor=2.0): "
+        "the factor is 5, not 2."
+    )
