@@ -495,7 +495,7 @@ def test_a_pair_turned_by_other_angles_is_named(d, pair, good):
 
 
 def test_a_pair_with_other_values_is_not_told_as_turned():
-    """Catches: the norm check dropped or loosened: pair 3 holds other values (its norm
+    """Catches: the norm check dropped: pair 3 holds other values (its norm
     changes), which is no rotation by other angles."""
     rng = np.random.default_rng(27)
     p = np.arange(6.0)
