@@ -576,3 +576,16 @@ def test_a_linear_factor_is_read_up_the_positions(zero_at):
         "the result follows Linear(factor=5.0), but the spec says Linear(factor=2.0): "
         "the factor is 5, not 2."
     )
+
+
+def test_a_linear_factor_below_two_is_fitted():
+    """Catches: fitted factors just above 1 (here 1.5, no common one) dropped by a threshold
+    set too high; only factors within 1e-3 of 1 are too close to tell from no scaling."""
+    x = _x((P.size, 16), 31)
+    y = _rotate(x, P[:, None] * _inv(16) / 1.5)
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(4.0)), P)
+    assert found is not None
+    assert found.message == (
+        "the result follows Linear(factor=1.5), but the spec says Linear(factor=4.0): "
+        "the factor is 1.5, not 4."
+    )
