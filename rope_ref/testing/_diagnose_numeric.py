@@ -76,8 +76,6 @@ def position_precision(c: Comparison) -> Diagnosis | None:
 
 def rounded_inputs(c: Comparison) -> Diagnosis | None:
     s = c.setup
-    if s.spec.sections is not None or s.spec.xpos is not None:
-        return None
     exact = {"bfloat16": 256, "float16": 2048}
     theta = inv_freq(s.spec, s.seq_len)
     axis = s.seq_axis % s.x.ndim
@@ -97,6 +95,8 @@ def rounded_inputs(c: Comparison) -> Diagnosis | None:
                 "larger positions were rounded before the angles were built (e.g. an arange "
                 "in the input dtype); build positions as integers or float32.",
             )
+        if s.spec.sections is not None or s.spec.xpos is not None:
+            continue  # the angles below are those of 1-D RoPE, without an xPos scale
         p = s.grid[..., None]
         for angles, what in (
             (round_to(p * theta, name), f"the angles were rounded to {name}"),
@@ -188,7 +188,8 @@ def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
         fitted.append(float(np.exp(np.median(logs))))
     rounded = [float(f"{b:.4g}") for b in fitted]
     for candidate in (*COMMON_BASES, *rounded, *fitted):
-        if candidate > 1.0 and math.isfinite(candidate) and candidate != base:
+        # A base the message would print as the spec's own is no explanation.
+        if candidate > 1.0 and math.isfinite(candidate) and f"{candidate:.6g}" != f"{base:.6g}":
             try:
                 alt = dataclasses.replace(spec, base=candidate)
             except ValueError:
@@ -206,6 +207,8 @@ def frequency_candidates(c: Comparison) -> Iterator[tuple[RopeSpec | F64, str]]:
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.abs(measured / expected - 1.0)
         worst = int(np.nanargmax(rel)) if np.any(np.isfinite(rel)) else 0
+        if f"{measured[worst]:.6g}" == f"{expected[worst]:.6g}":
+            return  # no pair turns visibly otherwise: not a frequency mistake
         yield (
             measured,
             f"the result is a rotation with other inverse frequencies: pair {worst} turns by "
