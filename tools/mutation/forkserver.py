@@ -18,12 +18,15 @@ With ``"map"`` the child records, with coverage.py, which test executed which li
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
 import socket
 import sys
 from typing import Any
+
+import pytest
 
 HEAVY = (
     "numpy", "scipy", "mpmath", "hypothesis", "pytest", "numba", "ml_dtypes",
@@ -52,10 +55,22 @@ def _line_map(cov: Any) -> dict[str, list[str]]:
     return {line: sorted(ids) for line, ids in lines.items()}
 
 
+class ExitAtSessionFinish:
+    """Exit with the session's status as soon as it is known.
+
+    pytest's own ending collects garbage several times over a heap holding torch and
+    transformers, which costs a second per run; a forked child has nothing to clean up.
+    """
+
+    @staticmethod
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(exitstatus: int) -> None:
+        """Leave the process with ``exitstatus``."""
+        os._exit(int(exitstatus))
+
+
 def _child(root: str, request: dict[str, Any]) -> None:
     """Run one pytest in this (forked) process and exit with its status."""
-    import pytest
-
     os.chdir(root)
     os.environ.update(request.get("env", {}))
     for name in list(sys.modules):
@@ -67,10 +82,15 @@ def _child(root: str, request: dict[str, Any]) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-    # The server imported pytest's plugins before pytest could mark them for rewriting.
-    argv = ["-W", "ignore::pytest.PytestAssertRewriteWarning", *request["argv"]]
+    # Rewriting asserts only improves failure messages; it costs a second per run, as does
+    # anyio's plugin, which no test uses. The server imported pytest's plugins before
+    # pytest could mark them for rewriting.
+    argv = ["--assert=plain", "-p", "no:anyio", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    argv += request["argv"]
     mapping = request.get("map")
     plugins: list[object] = []
+    if not mapping:
+        plugins.append(ExitAtSessionFinish())
     cov = None
     if mapping:
         import coverage
@@ -132,6 +152,8 @@ def main(root: str, socket_path: str) -> None:
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     _preimport()
+    gc.collect()
+    gc.freeze()  # the children's collections then skip everything imported here
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(socket_path):
         os.unlink(socket_path)
