@@ -227,3 +227,20 @@ def test_seed_002_sinusoidal_embedding():
     # which is wrong: sin(0.03) = 0.0299955002024956...
     assert abs(got[3, 2] - 0.029995500202495664) <= 1e-15
     assert abs(got[3, 2] - float(mpmath.sin(mpmath.mpf(3) / 100))) <= 1e-15
+
+
+@pytest.mark.parametrize(("base", "d"), [(10000.0, 4096), (500000.0, 1000), (1000000.5, 96)])
+def test_inv_freq_settles_every_frequency_when_the_first_digits_do_not(monkeypatch, base, d):
+    # Started at 17 digits, too few to round many of these frequencies, the retries with
+    # more digits still give each one rounded once from the exact power (mpmath at 400 bits,
+    # rounded by Fraction's exact conversion).
+    from fractions import Fraction
+
+    from rope_ref._core import frequencies
+
+    monkeypatch.setattr(frequencies, "FIRST_DIGITS", 17)
+    got = frequencies._default_inv_freq.__wrapped__(base, d)
+    with mpmath.workprec(400):
+        for j, g in enumerate(got):
+            man, exp = _exact_inv(base, j, d).man_exp
+            assert g == float(Fraction(man) * Fraction(2) ** exp), (j, g)

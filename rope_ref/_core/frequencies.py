@@ -97,18 +97,44 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
     return scaled
 
 
+# Decimal digits of the first try at each inverse frequency (doubled until it settles).
+FIRST_DIGITS = 50
+
+
 @functools.lru_cache(maxsize=256)
 def _default_inv_freq(base: float, rotary_dim: int) -> tuple[float, ...]:
     """Correctly rounded ``base ** (-2j / rotary_dim)``.
 
     In float64, ``-2j / d`` is itself rounded when d is not a power of two, which costs up
-    to a few ulp after ``pow``; 50-digit decimal arithmetic on the exact binary value of
-    `base` and the exact rational exponent rounds once, at the end.
+    to a few ulp after ``pow``. Here the power is taken in decimal arithmetic on the exact
+    binary value of `base` and the exact rational exponent. ``ln``, ``*``, ``/`` and ``exp``
+    each round once to `digits` digits, so the value is within a relative
+    ``(|x| + 1) * 10**(2 - digits)`` of the exact power (``x`` the exponent of ``e``); where
+    that interval holds a float64 rounding boundary, the frequency is taken again with twice
+    the digits (Ziv's strategy). Every result is the exact power rounded once. The loop ends:
+    a float64 midpoint is a dyadic rational with an odd numerator above 1, which no power
+    of a dyadic `base` with rational exponent in (-1, 0] can equal.
     """
-    with decimal.localcontext() as context:
-        context.prec = 50
-        log_base = decimal.Decimal(base).ln()
-        return tuple(float((log_base * -2 * j / rotary_dim).exp()) for j in range(rotary_dim // 2))
+    result: dict[int, float] = {}
+    pending = list(range(rotary_dim // 2))
+    digits = FIRST_DIGITS
+    while pending:
+        with decimal.localcontext() as context:
+            context.prec = digits
+            log_base = decimal.Decimal(base).ln()
+            relative = decimal.Decimal(10) ** (2 - digits)
+            unsettled = []
+            for j in pending:
+                x = log_base * (-2 * j) / rotary_dim
+                power = x.exp()
+                margin = power * (abs(x) + 1) * relative
+                low, high = float(power - margin), float(power + margin)
+                if low == high:
+                    result[j] = low
+                else:
+                    unsettled.append(j)
+        pending, digits = unsettled, 2 * digits
+    return tuple(result[j] for j in range(rotary_dim // 2))
 
 
 def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
