@@ -129,8 +129,8 @@ def test_an_unknown_mismatch_names_the_one_failing_interleaved_pair() -> None:
 
 
 @dataclass(frozen=True)
-class _Muted:
-    """A rule that keeps every frequency and states an attention factor of 0."""
+class _Quarter:
+    """A user-written rule that keeps every frequency and states an attention factor of 1/4."""
 
     def inv_freq(
         self, inv_freq: F64, *, base: float, rotary_dim: int, seq_len: float | None
@@ -138,18 +138,22 @@ class _Muted:
         return np.asarray(inv_freq, dtype=np.float64)
 
     def attention_factor(self, *, seq_len: float | None) -> float:
-        return 0.0
+        return 0.25
 
 
 @pytest.mark.parametrize(
     ("scaling", "factor"),
-    [(rr.scaling.AttentionScale(2.0), 2.0), (rr.scaling.AttentionScale(1.5), 1.5), (_Muted(), 0.0)],
-    ids=["2", "1.5", "0"],
+    [
+        (rr.scaling.AttentionScale(2.0), 2.0),
+        (rr.scaling.AttentionScale(1.5), 1.5),
+        (_Quarter(), 0.25),
+    ],
+    ids=["2", "1.5", "0.25"],
 )
 def test_the_oracle_with_other_frequencies_keeps_the_specs_attention_factor(
-    scaling: rr.scaling.AttentionScale | _Muted, factor: float
+    scaling: rr.scaling.AttentionScale | _Quarter, factor: float
 ) -> None:
-    """Catches: the factor skipped when it is 2 or 0 (the test was ``!= 1.0``): the rotated
+    """Catches: the factor skipped when it is 2 (the test was ``!= 1.0``): the rotated
     features (2..9 of 12) are the rotation by the given frequencies times the factor, and the
     others are copied."""
     spec = rr.RopeSpec(12, rotary_dim=8, rotary_start=2, scaling=scaling)

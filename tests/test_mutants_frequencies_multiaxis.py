@@ -99,14 +99,14 @@ def test_the_oracle_tables_take_dtype_and_seq_len_by_name_and_are_half_width() -
     [
         (rr.scaling.AttentionScale(2.0), 2.0),
         (rr.scaling.AttentionScale(0.5), 0.5),
-        (_Factor(0.0), 0.0),
+        (_Factor(1e-300), 1e-300),
     ],
 )
 def test_the_attention_factor_multiplies_cos_and_sin_whatever_its_value(
     rule: rr.ScalingRule, factor: float
 ) -> None:
-    """Catches: the factor skipped when it equals some constant other than 1 (2.0 or 0.0
-    here), where multiplying changes the tables."""
+    """Catches: the factor skipped when it equals some constant other than 1 (2.0 here),
+    where multiplying changes the tables; a tiny factor is multiplied in as given."""
     spec = rr.RopeSpec(4, scaling=rule)
     positions = np.array([0.0, 1.0, 2.0])
     angles = _plain_angles(positions, 4)
@@ -114,6 +114,28 @@ def test_the_attention_factor_multiplies_cos_and_sin_whatever_its_value(
     np.testing.assert_allclose(cos, factor * np.cos(angles), rtol=1e-15, atol=0)
     np.testing.assert_allclose(sin, factor * np.sin(angles), rtol=1e-15, atol=0)
     assert cos[0].tolist() == [factor, factor]  # position 0: cos 1, exactly the factor
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        _Factor(0.0),
+        _Factor(-1.0),
+        rr.scaling.Chain(rr.scaling.AttentionScale(1e-200), rr.scaling.AttentionScale(1e-200)),
+    ],
+    ids=["zero", "negative", "underflowing-chain"],
+)
+def test_an_attention_factor_that_is_not_positive_is_refused(rule: rr.ScalingRule) -> None:
+    """A factor of 0 would erase the rotated features and a negative one turn them by pi:
+    refused, naming the rule's attention factor, by every function that applies it."""
+    spec = rr.RopeSpec(4, scaling=rule)
+    named = re.escape("`spec.scaling.attention_factor()` must be positive")
+    with pytest.raises(ValueError, match=named):
+        rr.attention_factor(spec)
+    with pytest.raises(ValueError, match=named):
+        rr.rope_cos_sin(spec, np.arange(3))
+    with pytest.raises(ValueError, match=named):
+        rr.apply_rope(np.ones((3, 4)), spec, backend="reference")
 
 
 def test_batched_multi_axis_tables_count_every_token_against_the_limit(

@@ -154,6 +154,12 @@ def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
     -------
     float
 
+    Raises
+    ------
+    ValueError
+        If the rule's factor is not finite or not positive (a user-written rule, or a
+        chain whose product underflows to 0).
+
     Examples
     --------
     >>> import rope_ref as rr
@@ -164,9 +170,12 @@ def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:
     seq_len = check_seq_len(seq_len)
     if spec.scaling is None:
         return 1.0
-    return check_real(
-        "spec.scaling.attention_factor()", spec.scaling.attention_factor(seq_len=seq_len)
-    )
+    name = "spec.scaling.attention_factor()"
+    factor = check_real(name, spec.scaling.attention_factor(seq_len=seq_len))
+    if factor <= 0.0:  # 0 erases the rotated features, a negative one turns them by pi
+        msg = f"`{name}` must be positive (it multiplies cos and sin); got {factor!r}."
+        raise ValueError(msg)
+    return factor
 
 
 def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:

@@ -91,7 +91,7 @@ class ScalingRule(Protocol):
         ...
 
     def attention_factor(self, *, seq_len: float | None) -> float:
-        """Return the factor applied to cos and sin (1.0 for most rules)."""
+        """Return the factor applied to cos and sin: finite and positive (1.0 for most rules)."""
         ...
 
 
