@@ -1,4 +1,4 @@
-"""Tests that kill mutants the rest of the suite let live (see docs/testing.md, Mutation testing).
+"""Tests that kill mutants the rest of the suite let live (see docs/mutation.md).
 
 Each test pins one behaviour that a small, realistic edit of the code changed without any
 other test failing; the docstring of each names the edit it catches.
