@@ -8,6 +8,7 @@ here (the helpers rotate in plain NumPy).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -447,3 +448,31 @@ def test_a_result_of_near_zeros_is_no_attention_factor_of_zero():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "attention_factor"
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        lambda p: np.stack([p, p, p], axis=-1),
+        lambda p: np.stack([p, p // 2, p % 7], axis=-1),
+    ],
+    ids=["text", "three-axes"],
+)
+def test_a_multi_axis_table_is_found_from_its_first_axis(
+    grid: Callable[[np.ndarray], np.ndarray],
+) -> None:
+    """Catches: the table row not searched for a multi-axis spec (only a table as long as
+    the first failing position was then tried): a table of 10 read at 25 gives row 5 of
+    the first axis, whose pairs (0 and 1 of sections (2, 3, 3)) tell it, whatever the other
+    axes hold (here positions below the table's length)."""
+    p = np.array([1, 3, 5, 25, 26, 38])
+    g = grid(p)
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    x = _x((p.size, 16), 102)
+    y = _rotate(x, (g % 10)[:, axis] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
+    assert found is not None
+    assert found.message == (
+        "positions up to 5 are correct; larger positions wrap around a table of 10 positions "
+        "(a cos/sin cache shorter than the positions)."
+    )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rope_ref._core.aliases import Layout, Role
-from rope_ref._core.frequencies import attention_factor, inv_freq
+from rope_ref._core.frequencies import attention_factor, inv_freq, pair_axes
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import (
     angle_precision,
@@ -400,13 +400,16 @@ def _table_row(c: Comparison, position: int) -> int | None:
 
     The slowest pair fixes the position up to whole turns; each branch is refined up the
     pairs from slow to fast (each step's error is far below half a turn of the next pair)
-    and the branch that fits every pair best wins.
+    and the branch that fits every pair best wins. A multi-axis grid's rows sit at their
+    first axis's position (`row_p`): only the pairs that axis drives are read.
     """
     s = c.setup
-    theta = inv_freq(s.spec, s.seq_len)
-    if theta.size == 0 or s.spec.sections is not None or not np.all(theta > 0):
+    first_axis = pair_axes(s.spec) == 0
+    theta = inv_freq(s.spec, s.seq_len)[first_axis]
+    if theta.size == 0 or not np.all(theta > 0):
         return None
     got, norm = pair_angles(s, c.actual)
+    got, norm = got[..., first_axis], norm[..., first_axis]
     rows = (row_p(s) == position)[..., None] & (norm > 0)
     sign = -1.0 if s.inverse else 1.0
     angles = np.where(rows, sign * got, np.nan).reshape(-1, theta.size)
