@@ -183,7 +183,11 @@ def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
 
 
 def _offset_estimate(c: Comparison) -> int | None:
-    """Constant position shift read off the slowest rotating pair, if the rows agree."""
+    """Constant position shift read off the slowest rotating pair, if the rows agree.
+
+    Only shifts of magnitude below ``2**31`` (what int32 positions and offsets hold) are
+    estimated; larger ones are not tried.
+    """
     s = c.setup
     theta = inv_freq(s.spec, s.seq_len)
     if theta.size == 0 or s.spec.sections is not None:
@@ -381,7 +385,8 @@ def _table_lengths(c: Comparison, last_good: float, bad: int) -> tuple[list[int]
 
     The rows at the first failing position `bad` carry the angles of some table row ``q``:
     a clamped table has ``n = q + 1``; a wrapped one ``bad = k n + q``, so
-    ``n = (bad - q) / k``, tried for k up to 64, smallest n first.
+    ``n = (bad - q) / k``, tried for k up to 64, smallest n first (a cost bound: a table
+    wrapped more than 64 times before `bad` is not tried).
     """
     wrapped, clamped = [bad], [bad]
     q = _table_row(c, bad)
@@ -401,7 +406,9 @@ def _table_row(c: Comparison, position: int) -> int | None:
     The slowest pair fixes the position up to whole turns; each branch is refined up the
     pairs from slow to fast (each step's error is far below half a turn of the next pair)
     and the branch that fits every pair best wins. A multi-axis grid's rows sit at their
-    first axis's position (`row_p`): only the pairs that axis drives are read.
+    first axis's position (`row_p`): only the pairs that axis drives are read. To bound
+    its cost, the search gives up (None) when `position` lies 4096 or more whole turns of
+    the slowest pair in.
     """
     s = c.setup
     first_axis = pair_axes(s.spec) == 0
