@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -571,4 +572,22 @@ def test_the_table_row_of_one_pair_is_found_from_an_angle_just_short_of_it() -> 
     assert found is not None
     assert found.message.startswith(
         "positions up to 37 are correct; larger positions are clamped to 37 "
+    )
+
+
+@pytest.mark.parametrize("seed", [104, 105])
+def test_a_table_row_is_read_among_the_rows_a_table_has(seed: int) -> None:
+    """Catches: row -1 let into the table-row search. For one pair turning 1 rad per
+    position, rows 709 and -1 lie 710 positions apart (113 turns less 6e-5 rad), which
+    bfloat16 cannot tell: a result clamped to 709 whose rounding leans towards -1 was then
+    read as row -1, which no table has, and the clamp went unnamed (1001 = 7 x 11 x 13
+    has no divisor in (500, 1000] to wrap at instead)."""
+    assert abs(710 - 113 * 2 * math.pi) < 1e-4
+    x, p = _x((5, 2), seed).astype(ml_dtypes.bfloat16), np.array([1, 200, 500, 1000, 1003])
+    y = _rotate(x.astype(np.float64), np.minimum(p, 709)[:, None] * 1.0)
+    found = diagnose(y.astype(ml_dtypes.bfloat16), x, rr.RopeSpec(2), p)
+    assert found is not None
+    assert found.message == (
+        "positions up to 500 are correct; larger positions are clamped to 709 (a cos/sin "
+        "cache shorter than the positions)."
     )
