@@ -591,3 +591,25 @@ def test_a_table_row_is_read_among_the_rows_a_table_has(seed: int) -> None:
         "positions up to 500 are correct; larger positions are clamped to 709 (a cos/sin "
         "cache shorter than the positions)."
     )
+
+
+def test_a_table_row_is_offered_where_the_first_failing_rows_lean_to_their_own_angle() -> None:
+    """Catches: the first failing position taken as the row its rows carry, which no table
+    gives (so no table was tried). For one pair with 50 positions a turn and 3.5 float32
+    tolerances (per unit norm 2 eps (angle + 1) + 4 eps, eps = 2**-23, at position 80),
+    the row at 80 leans 0.52 of the way from row 30's angle towards its own: it fits 80
+    better, yet lies within twice the tolerance of row 30, and the rows past it carry row
+    30 exactly: a table clamped to 30."""
+    eps, d = 2.0**-23, 1e-5
+    for _ in range(5):  # d: 3.5 tolerances at the angle of position 80
+        theta = (2 * math.pi + d) / 50
+        d = 3.5 * (2 * eps * (80 * theta + 1) + 4 * eps)
+    x, p = _x((6, 2), 106).astype(np.float32), np.array([1, 10, 30, 80, 83, 95])
+    angles = np.minimum(p, 30) * theta + np.where(p == 80, 0.52 * d, 0.0)
+    y = _rotate(x.astype(np.float64), angles[:, None]).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(2, freqs=[theta]), p)
+    assert found is not None
+    assert found.message == (
+        "positions up to 30 are correct; larger positions are clamped to 30 (a cos/sin "
+        "cache shorter than the positions)."
+    )

@@ -401,7 +401,12 @@ def _table_lengths(c: Comparison, last_good: float, bad: int) -> tuple[list[int]
 
 
 def _table_row(c: Comparison, position: int) -> int | None:
-    """The integer position in ``[0, position]`` whose angles the rows at `position` carry.
+    """The table row, in ``[0, position)``, whose angles the rows at `position` carry best.
+
+    No table gives `position` its own row (a wrapped one gives ``position mod n < n <=
+    position``, a clamped one ``n - 1 < position``), so the best fit among the rows a
+    table can give is returned even where `position` itself fits better: `explains`
+    judges the tables it leads to.
 
     The slowest pair fixes the position up to whole turns; each branch is refined up the
     pairs from slow to fast (each step's error is far below half a turn of the next pair)
@@ -437,7 +442,7 @@ def _table_row(c: Comparison, position: int) -> int | None:
             q += wrap(a - q * t) / t
         row = round(q)
         cost = float(np.sum(np.abs(wrap(angle - row * theta))))
-        if 0 <= row <= position and cost < best_cost:
+        if 0 <= row < position and cost < best_cost:
             best, best_cost = row, cost
     return best
 
