@@ -613,3 +613,19 @@ def test_a_table_row_is_offered_where_the_first_failing_rows_lean_to_their_own_a
         "positions up to 30 are correct; larger positions are clamped to 30 (a cos/sin "
         "cache shorter than the positions)."
     )
+
+
+def test_a_multi_axis_table_row_is_read_off_the_first_axis_pairs_alone() -> None:
+    """Catches: the pairs of the other axes read as if they turned with the first: with a
+    table of 22, the first failing row (39, 1, 49) carries row 17 on the first axis but rows
+    1 and 5 on the others, and a search over every pair misses row 17."""
+    g = np.array([[3, 2, 21], [6, 16, 21], [10, 2, 15], [39, 1, 49], [40, 4, 18], [51, 32, 32]])
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    x = _x((6, 16), 107)
+    y = _rotate(x, (g % 22)[:, axis] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
+    assert found is not None
+    assert found.message == (
+        "positions up to 10 are correct; larger positions wrap around a table of 22 positions "
+        "(a cos/sin cache shorter than the positions)."
+    )
