@@ -8,7 +8,9 @@ here (the helpers rotate in plain NumPy).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -447,3 +449,183 @@ def test_a_result_of_near_zeros_is_no_attention_factor_of_zero():
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "attention_factor"
+
+
+@pytest.mark.parametrize("past", [0, 1], ids=["at-the-limit", "past-it"])
+def test_rounded_positions_are_blamed_only_where_the_model_alone_checks(past: int) -> None:
+    """Catches: position_dtype blamed for a row that the float32 model alone cannot check
+    (past its limit), or not blamed for a row at the limit itself, which the model alone
+    checks and only the rounded positions make unchecked. The limit is where 2 eps
+    (angle + 1) + 4 eps, eps = 2**-23, reaches half a pair at 1 rad per position."""
+    eps = 2.0**-23
+    limit = math.floor((0.5 - 4 * eps) / (2 * eps) - 1)
+    p = np.array([limit + past])
+    x = _x((1, 16), 98).astype(np.float32)
+    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(16), p, position_dtype="float32")
+    assert found is not None
+    assert found.cause == "not_checkable"
+    if past:
+        assert found.message.startswith(
+            f"not checkable here: from position {limit + 1} the float32 error model allows "
+        )
+        assert f"checkable up to position {limit}; check larger" in found.message
+    else:
+        assert found.message.startswith(
+            "not checkable here: with positions rounded to float32 (position_dtype) the error "
+            f"model allows |error| of half a pair's norm or more at positions up to {limit}:"
+        )
+
+
+@pytest.mark.parametrize("k", [2**31 - 1, -(2**31 - 1), 2**31, -(2**31)])
+def test_a_shift_is_estimated_only_below_2_to_the_31(k: int) -> None:
+    """Catches: the documented limit of the shift estimate moved: shifts of magnitude up to
+    2**31 - 1 are named, 2**31 (past int32 positions) is not. The one pair turns 1e-10
+    rad per position, so 2**31 positions are 0.21 rad."""
+    spec = rr.RopeSpec(2, freqs=[1e-10])
+    x, p = _x((6, 2), 99), np.arange(6) * 3 + 2
+    found = diagnose(_rotate(x, (p + k)[:, None] * 1e-10), x, spec, p)
+    assert found is not None
+    if abs(k) < 2**31:
+        assert found.cause == "offset"
+        assert f"shifted by {k:+d}:" in found.message
+    else:
+        assert found.cause != "offset"
+
+
+@pytest.mark.parametrize("wraps", [64, 65])
+def test_a_table_is_found_wrapped_up_to_64_times_before_the_first_failing_position(
+    wraps: int,
+) -> None:
+    """Catches: the documented limit of 64 wraps moved. The table has 3119 (a prime)
+    positions and row 3 is read at the first failing position wraps x 3119 + 3: 65 wraps
+    leave only lengths 65, 13 and 5 x 3119 to try (the row one table further on tells them
+    apart, the row one position further on tells a clamped table). The slowest pair of
+    RopeSpec(8, base=100) turns 100**-0.75 rad per position: about 1020 turns there."""
+    n = 3119
+    bad = wraps * n + 3
+    p = np.array([1, 500, 1000, 1500, 2000, 2500, 3000, bad, bad + 1, bad + n])
+    x = _x((p.size, 8), 100)
+    found = diagnose(
+        _rotate(x, (p % n)[:, None] * _inv(8, 100.0)), x, rr.RopeSpec(8, base=100.0), p
+    )
+    assert found is not None
+    if wraps <= 64:
+        assert found.message == (
+            f"positions up to 3000 are correct; larger positions wrap around a table of {n} "
+            "positions (a cos/sin cache shorter than the positions)."
+        )
+    else:
+        assert found.cause != "position_range"
+
+
+def test_a_table_row_is_not_searched_4096_turns_of_the_slowest_pair_in() -> None:
+    """Catches: the documented limit of the table-row search moved: the first failing
+    position 4096.9 turns of the slowest pair in (one turn every 19869.2 positions for
+    RopeSpec(16)) is not searched, so a table clamped 0.2 of a turn before it is not found
+    (test_a_table_clamped_many_turns_of_the_slowest_pair_in_is_found finds it at 4095.9)."""
+    period = 2 * math.pi / 10000 ** (-14 / 16)
+    last, bad = round(4096.7 * period), round(4096.9 * period)
+    assert int(bad / period) == 4096
+    x, p = _x((5, 16), 101), np.array([1, 5, last, bad, bad + 3])
+    y = _rotate(x, np.minimum(p, last)[:, None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause != "position_range"
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        lambda p: np.stack([p, p, p], axis=-1),
+        lambda p: np.stack([p, p // 2, p % 7], axis=-1),
+    ],
+    ids=["text", "three-axes"],
+)
+def test_a_multi_axis_table_is_found_from_its_first_axis(
+    grid: Callable[[np.ndarray], np.ndarray],
+) -> None:
+    """Catches: the table row not searched for a multi-axis spec (only a table as long as
+    the first failing position was then tried): a table of 10 read at 25 gives row 5 of
+    the first axis, whose pairs (0 and 1 of sections (2, 3, 3)) tell it, whatever the other
+    axes hold (here positions below the table's length)."""
+    p = np.array([1, 3, 5, 25, 26, 38])
+    g = grid(p)
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    x = _x((p.size, 16), 102)
+    y = _rotate(x, (g % 10)[:, axis] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
+    assert found is not None
+    assert found.message == (
+        "positions up to 5 are correct; larger positions wrap around a table of 10 positions "
+        "(a cos/sin cache shorter than the positions)."
+    )
+
+
+def test_the_table_row_of_one_pair_is_found_from_an_angle_just_short_of_it() -> None:
+    """Catches: the first estimate of the table row floored: with one pair nothing refines
+    it, and rows clamped to 37 whose angle reads 2e-15 rad short of 37 x 0.01 (a rounding,
+    within the tolerance) are then read as row 36."""
+    x, p = _x((4, 2), 103), np.array([1, 37, 300, 301])
+    angles = np.minimum(p, 37) * 0.01 - np.where(p > 37, 2e-15, 0.0)
+    found = diagnose(_rotate(x, angles[:, None]), x, rr.RopeSpec(2, freqs=[0.01]), p)
+    assert found is not None
+    assert found.message.startswith(
+        "positions up to 37 are correct; larger positions are clamped to 37 "
+    )
+
+
+@pytest.mark.parametrize("seed", [104, 105])
+def test_a_table_row_is_read_among_the_rows_a_table_has(seed: int) -> None:
+    """Catches: row -1 let into the table-row search. For one pair turning 1 rad per
+    position, rows 709 and -1 lie 710 positions apart (113 turns less 6e-5 rad), which
+    bfloat16 cannot tell: a result clamped to 709 whose rounding leans towards -1 was then
+    read as row -1, which no table has, and the clamp went unnamed (1001 = 7 x 11 x 13
+    has no divisor in (500, 1000] to wrap at instead)."""
+    assert abs(710 - 113 * 2 * math.pi) < 1e-4
+    x, p = _x((5, 2), seed).astype(ml_dtypes.bfloat16), np.array([1, 200, 500, 1000, 1003])
+    y = _rotate(x.astype(np.float64), np.minimum(p, 709)[:, None] * 1.0)
+    found = diagnose(y.astype(ml_dtypes.bfloat16), x, rr.RopeSpec(2), p)
+    assert found is not None
+    assert found.message == (
+        "positions up to 500 are correct; larger positions are clamped to 709 (a cos/sin "
+        "cache shorter than the positions)."
+    )
+
+
+def test_a_table_row_is_offered_where_the_first_failing_rows_lean_to_their_own_angle() -> None:
+    """Catches: the first failing position taken as the row its rows carry, which no table
+    gives (so no table was tried). For one pair with 50 positions a turn and 3.5 float32
+    tolerances (per unit norm 2 eps (angle + 1) + 4 eps, eps = 2**-23, at position 80),
+    the row at 80 leans 0.52 of the way from row 30's angle towards its own: it fits 80
+    better, yet lies within twice the tolerance of row 30, and the rows past it carry row
+    30 exactly: a table clamped to 30."""
+    eps, d = 2.0**-23, 1e-5
+    for _ in range(5):  # d: 3.5 tolerances at the angle of position 80
+        theta = (2 * math.pi + d) / 50
+        d = 3.5 * (2 * eps * (80 * theta + 1) + 4 * eps)
+    x, p = _x((6, 2), 106).astype(np.float32), np.array([1, 10, 30, 80, 83, 95])
+    angles = np.minimum(p, 30) * theta + np.where(p == 80, 0.52 * d, 0.0)
+    y = _rotate(x.astype(np.float64), angles[:, None]).astype(np.float32)
+    found = diagnose(y, x, rr.RopeSpec(2, freqs=[theta]), p)
+    assert found is not None
+    assert found.message == (
+        "positions up to 30 are correct; larger positions are clamped to 30 (a cos/sin "
+        "cache shorter than the positions)."
+    )
+
+
+def test_a_multi_axis_table_row_is_read_off_the_first_axis_pairs_alone() -> None:
+    """Catches: the pairs of the other axes read as if they turned with the first: with a
+    table of 22, the first failing row (39, 1, 49) carries row 17 on the first axis but rows
+    1 and 5 on the others, and a search over every pair misses row 17."""
+    g = np.array([[3, 2, 21], [6, 16, 21], [10, 2, 15], [39, 1, 49], [40, 4, 18], [51, 32, 32]])
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    x = _x((6, 16), 107)
+    y = _rotate(x, (g % 22)[:, axis] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
+    assert found is not None
+    assert found.message == (
+        "positions up to 10 are correct; larger positions wrap around a table of 22 positions "
+        "(a cos/sin cache shorter than the positions)."
+    )

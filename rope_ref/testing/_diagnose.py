@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rope_ref._core.aliases import Layout, Role
-from rope_ref._core.frequencies import attention_factor, inv_freq
+from rope_ref._core.frequencies import attention_factor, inv_freq, pair_axes
 from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnose_numeric import (
     angle_precision,
@@ -183,7 +183,11 @@ def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
 
 
 def _offset_estimate(c: Comparison) -> int | None:
-    """Constant position shift read off the slowest rotating pair, if the rows agree."""
+    """Constant position shift read off the slowest rotating pair, if the rows agree.
+
+    Only shifts of magnitude below ``2**31`` (what int32 positions and offsets hold) are
+    estimated; larger ones are not tried.
+    """
     s = c.setup
     theta = inv_freq(s.spec, s.seq_len)
     if theta.size == 0 or s.spec.sections is not None:
@@ -381,7 +385,8 @@ def _table_lengths(c: Comparison, last_good: float, bad: int) -> tuple[list[int]
 
     The rows at the first failing position `bad` carry the angles of some table row ``q``:
     a clamped table has ``n = q + 1``; a wrapped one ``bad = k n + q``, so
-    ``n = (bad - q) / k``, tried for k up to 64, smallest n first.
+    ``n = (bad - q) / k``, tried for k up to 64, smallest n first (a cost bound: a table
+    wrapped more than 64 times before `bad` is not tried).
     """
     wrapped, clamped = [bad], [bad]
     q = _table_row(c, bad)
@@ -396,17 +401,27 @@ def _table_lengths(c: Comparison, last_good: float, bad: int) -> tuple[list[int]
 
 
 def _table_row(c: Comparison, position: int) -> int | None:
-    """The integer position in ``[0, position]`` whose angles the rows at `position` carry.
+    """The table row, in ``[0, position)``, whose angles the rows at `position` carry best.
+
+    No table gives `position` its own row (a wrapped one gives ``position mod n < n <=
+    position``, a clamped one ``n - 1 < position``), so the best fit among the rows a
+    table can give is returned even where `position` itself fits better: `explains`
+    judges the tables it leads to.
 
     The slowest pair fixes the position up to whole turns; each branch is refined up the
     pairs from slow to fast (each step's error is far below half a turn of the next pair)
-    and the branch that fits every pair best wins.
+    and the branch that fits every pair best wins. A multi-axis grid's rows sit at their
+    first axis's position (`row_p`): only the pairs that axis drives are read. To bound
+    its cost, the search gives up (None) when `position` lies 4096 or more whole turns of
+    the slowest pair in.
     """
     s = c.setup
-    theta = inv_freq(s.spec, s.seq_len)
-    if theta.size == 0 or s.spec.sections is not None or not np.all(theta > 0):
+    first_axis = pair_axes(s.spec) == 0
+    theta = inv_freq(s.spec, s.seq_len)[first_axis]
+    if theta.size == 0 or not np.all(theta > 0):
         return None
     got, norm = pair_angles(s, c.actual)
+    got, norm = got[..., first_axis], norm[..., first_axis]
     rows = (row_p(s) == position)[..., None] & (norm > 0)
     sign = -1.0 if s.inverse else 1.0
     angles = np.where(rows, sign * got, np.nan).reshape(-1, theta.size)
@@ -427,7 +442,7 @@ def _table_row(c: Comparison, position: int) -> int | None:
             q += wrap(a - q * t) / t
         row = round(q)
         cost = float(np.sum(np.abs(wrap(angle - row * theta))))
-        if 0 <= row <= position and cost < best_cost:
+        if 0 <= row < position and cost < best_cost:
             best, best_cost = row, cost
     return best
 
