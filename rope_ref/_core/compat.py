@@ -27,7 +27,22 @@ __all__ = [
     "to_numpy",
 ]
 
-device = array_api_compat.device
+
+def device(x: object) -> Any:
+    """The device of `x`, where arrays built for it (tables, positions) are put.
+
+    For a JAX array sharded over several devices that is the same devices with every
+    array whole on each (replicated): the tables have other shapes than `x`, which `x`'s
+    own partition would not divide.
+    """
+    dev = array_api_compat.device(x)
+    devices = getattr(dev, "device_set", None)
+    if devices is None or len(devices) < 2 or getattr(dev, "is_fully_replicated", True):
+        return dev
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec  # x is a JAX array
+
+    mesh = Mesh(np.array(sorted(devices, key=lambda d: d.id)), ("devices",))
+    return NamedSharding(mesh, PartitionSpec())  # type: ignore[no-untyped-call]
 
 
 def is_array(obj: object) -> bool:
