@@ -123,7 +123,16 @@ def _candidate_rules(c: Comparison) -> Iterator[object]:
 
 
 def scaling(c: Comparison) -> Diagnosis | None:
-    """A scaling rule missing, of another family, or with other parameters."""
+    """A scaling rule missing, of another family, or with other parameters.
+
+    Tried, in order: no rule (where the spec has one); every family (Linear, NTK-aware
+    where the spec has a rule, YaRN, Llama 3) with the spec's factor, YaRN and Llama 3 at
+    the spec's original context length and at each common one (`COMMON_LENGTHS`: 2048,
+    4096, 8192, 16384, 32768, 131072); then every family with the factors read off the
+    result (`_fitted_factors`) and the common factors (`COMMON_FACTORS`: 2, 4, 8, 16, 32,
+    40), at the spec's length (8192 and 4096 where the spec has none); for a dynamic NTK
+    rule, its factor at the spec's and each common context length.
+    """
     spec = c.setup.spec
     if spec.freqs is not None or spec.sections is not None or spec.xpos is not None:
         return None
@@ -194,7 +203,14 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]
 
 
 def sections(c: Comparison) -> Diagnosis | None:
-    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE."""
+    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE.
+
+    Tried, in order: the other section order (chunked or interleaved); every permutation
+    of the spec's sections; each common split of the same number of pairs that is no
+    permutation of the spec's ((16, 24, 24) as Qwen2-VL and Qwen2.5-VL, (24, 20, 20) as
+    Qwen3-VL, both for head_dim 128; (8, 12, 12) for 64; (2, 3, 3) for 16); the position
+    axes in every other order; 1-D RoPE at the positions of each single axis.
+    """
     s = c.setup
     spec = s.spec
     if spec.sections is None:

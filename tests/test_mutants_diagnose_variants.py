@@ -1,0 +1,125 @@
+"""The variant diagnoses against planted mistakes: scaling rules at another context length
+or factor, M-RoPE with another common section split, and the frequency ladder the factors
+are read off.
+
+Every wrong result is RoPE written out here in NumPy (Llama 3's frequencies as transformers
+computes them, chunked M-RoPE, linear position interpolation), never rope_ref's output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import rope_ref as rr
+from rope_ref.testing import diagnose
+
+F64 = npt.NDArray[np.float64]
+
+
+def _x(shape: tuple[int, ...], seed: int) -> F64:
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
+
+
+def _inv(d: int, base: float = 10000.0) -> F64:
+    return np.asarray(base ** (-np.arange(0, d, 2, dtype=np.float64) / d), dtype=np.float64)
+
+
+def _rotate(x: F64, angles: F64) -> F64:
+    """Rotate the pairs ``(j, j + n)`` of `x` (half layout) by `angles`, in float64."""
+    n = angles.shape[-1]
+    a, b = x[..., :n], x[..., n:]
+    cos, sin = np.cos(angles), np.sin(angles)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def _llama3_freqs(inv: F64, factor: float, original: int) -> F64:
+    """Llama 3.1's inverse frequencies as transformers writes them (low 1, high 4)."""
+    low, high = 1.0, 4.0
+    wavelen = 2 * math.pi / inv
+    scaled = np.where(wavelen > original / low, inv / factor, inv)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < original / high) & ~(wavelen > original / low)
+    return np.asarray(np.where(medium, smoothed, scaled), dtype=np.float64)
+
+
+# -- scaling: the common context lengths and factors ------------------------------------------
+
+
+@pytest.mark.parametrize("length", [2048, 4096, 8192, 16384, 32768, 131072])
+def test_each_common_context_length_is_tried_with_the_specs_factor(length: int) -> None:
+    """Catches: a common pre-training context length (2048, 4096, 8192, 16384, 32768,
+    131072) mistyped. The result is Llama 3 scaling by the spec's factor 8 at that length,
+    the spec's own length is 1024; base 5e5 and d = 32 put wavelengths from 6 to 1.4e6, so
+    each length smooths other pairs."""
+    d, base = 32, 5e5
+    p = np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
+    x = _x((p.size, d), 1)
+    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d, base), 8.0, length))
+    spec = rr.RopeSpec(d, base=base, scaling=rr.scaling.Llama3(8.0, original_max_position=1024))
+    found = diagnose(y, x, spec, p)
+    assert found is not None
+    assert found.cause == "scaling"
+    rest = "low_freq_factor=1.0, high_freq_factor=4.0)"
+    assert found.message == (
+        f"the result follows Llama3(factor=8.0, original_max_position={length}, {rest}, but "
+        f"the spec says Llama3(factor=8.0, original_max_position=1024, {rest}: the original "
+        "(pre-training) context length differs."
+    )
+
+
+@pytest.mark.parametrize("factor", [2.0, 4.0, 8.0, 16.0, 32.0, 40.0])
+def test_each_common_factor_is_tried_where_no_factor_can_be_fitted(factor: float) -> None:
+    """Catches: a common factor (2, 4, 8, 16, 32, 40) mistyped. The result is linear
+    position interpolation by that factor, the spec says 3; the slowest pair is zero in `x`,
+    so no factor can be read off the result and only the common ones can name it."""
+    p = np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
+    x = _x((p.size, 16), 2)
+    x[:, [7, 15]] = 0.0
+    y = _rotate(x, p[:, None] * _inv(16) / factor)
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(3.0)), p)
+    assert found is not None
+    assert found.cause == "scaling"
+    assert found.message == (
+        f"the result follows Linear(factor={factor}), but the spec says Linear(factor=3.0): "
+        f"the factor is {factor:g}, not 3."
+    )
+
+
+# -- M-RoPE: the common section splits ---------------------------------------------------------
+
+
+GRID = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
+
+
+def _mrope(x: F64, grid: npt.NDArray[np.int64], sections: tuple[int, ...]) -> F64:
+    """Chunked M-RoPE written out: pair j turns with the axis whose section holds it."""
+    axis = np.repeat(np.arange(len(sections)), sections)
+    return _rotate(x, grid[:, axis] * _inv(x.shape[-1]))
+
+
+@pytest.mark.parametrize(
+    ("used", "told"),
+    [
+        ((16, 24, 24), (24, 20, 20)),  # Qwen2-VL's split, head_dim 128
+        ((24, 20, 20), (16, 24, 24)),  # Qwen3-VL's split, head_dim 128
+        ((8, 12, 12), (16, 8, 8)),  # head_dim 64
+        ((2, 3, 3), (4, 2, 2)),  # head_dim 16
+    ],
+)
+def test_each_common_section_split_is_tried(
+    used: tuple[int, int, int], told: tuple[int, int, int]
+) -> None:
+    """Catches: a common M-RoPE split (16, 24, 24), (24, 20, 20), (8, 12, 12) or (2, 3, 3)
+    mistyped: a result with that split, checked against a spec with another split of the
+    same pairs that is no permutation of it, is named with the split used."""
+    d = 2 * sum(used)
+    x = _x((GRID.shape[0], d), 3)
+    found = diagnose(_mrope(x, GRID, used), x, rr.RopeSpec(d, sections=told), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message == f"the sections are {list(used)}, not the spec's {list(told)}."
