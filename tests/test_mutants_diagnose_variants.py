@@ -123,3 +123,64 @@ def test_each_common_section_split_is_tried(
     assert found is not None
     assert found.cause == "sections"
     assert found.message == f"the sections are {list(used)}, not the spec's {list(told)}."
+
+
+# -- the factors read off the result: the frequency ladder of low_position_freqs -------------
+
+
+def _linear_without_rule(p: F64, factor: float, seed: int) -> str | None:
+    """The diagnosis of linear interpolation by `factor`, checked without a rule (d = 16)."""
+    x = _x((p.size, 16), seed)
+    y = _rotate(x, p[:, None] * _inv(16) / factor)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    return None if found is None else str(found)
+
+
+NO_RULE = (
+    "but the spec says no scaling rule: a scaling rule was applied that the spec does not have."
+)
+
+
+def test_the_first_estimate_is_read_at_position_1() -> None:
+    """Catches: the ladder started above position 1. The factor 2.5 turns the fastest pair
+    by 0.4 rad per position: 3.6 rad at position 9, the next, which has wrapped past pi."""
+    found = _linear_without_rule(np.array([0.0, 1.0, 9.0, 40.0, 300.0, 2000.0]), 2.5, 4)
+    assert found == f"scaling: the result follows Linear(factor=2.5), {NO_RULE}"
+
+
+@pytest.mark.parametrize("factor", [math.e, math.sqrt(3.0), 5.4321])
+def test_a_factor_of_more_digits_is_refined_up_the_position_ladder(factor: float) -> None:
+    """Catches: the estimate kept at position 1 or 2 (the ladder stopped, stopped where a
+    predicted angle passes 1 rad, or each step's correction applied with the wrong sign). A
+    factor of more than three significant digits is only found to the precision the largest
+    position (9000) gives; below 2 the fastest pair passes 1 rad at position 2."""
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0, 9000.0])
+    found = _linear_without_rule(p, factor, 5)
+    assert found is not None
+    head, _, tail = found.partition("), ")
+    assert head.startswith("scaling: the result follows Linear(factor=")
+    assert float(head.removeprefix("scaling: the result follows Linear(factor=")) == pytest.approx(
+        factor, rel=1e-12
+    )
+    assert tail == NO_RULE
+
+
+def test_the_ladder_reads_each_pair_off_the_rows_where_it_is_non_zero() -> None:
+    """Catches: zero pairs of `x` counted in a step's median, or a step kept where a pair is
+    zero in every row (checked over rows of another length than the pairs). In a batch of
+    three, the slowest pair is zero in all rows at position 1 and in two of the three rows
+    at every other position; the factor 3 is read off the third row from position 2 on."""
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0, 9000.0])
+    x = _x((3, p.size, 16), 6)
+    x[:2, :, [7, 15]] = 0.0
+    x[2, 1, [7, 15]] = 0.0
+    y = _rotate(x, p[:, None] * _inv(16) / 3.0)
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
+
+
+def test_a_factor_is_read_off_a_single_non_zero_position() -> None:
+    """Catches: no estimate made from one non-zero position (a ladder of one step)."""
+    found = _linear_without_rule(np.array([0.0, 1.0]), 3.0, 7)
+    assert found == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
