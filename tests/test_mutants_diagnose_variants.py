@@ -184,3 +184,16 @@ def test_a_factor_is_read_off_a_single_non_zero_position() -> None:
     """Catches: no estimate made from one non-zero position (a ladder of one step)."""
     found = _linear_without_rule(np.array([0.0, 1.0]), 3.0, 7)
     assert found == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
+
+
+def test_a_pair_too_slow_to_turn_measurably_does_not_stop_the_fit() -> None:
+    """A factor is still fitted where the slowest pair reads 0 rad per position: with base
+    1e24 it turns by 1e-21 / 3 rad per position, which leaves it exactly unrotated in
+    float64 up to position 2000 (the result equals `x` there), under either rule."""
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
+    x = _x((p.size, 16), 8)
+    y = _rotate(x, p[:, None] * _inv(16, 1e24) / 3.0)
+    assert np.array_equal(y[:, [7, 15]], x[:, [7, 15]])
+    found = diagnose(y, x, rr.RopeSpec(16, base=1e24), p)
+    assert found is not None
+    assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"

@@ -73,14 +73,17 @@ def _fitted_factors(c: Comparison) -> list[float]:
 
     The median ratio of unscaled to measured frequency over all pairs (a linear rule
     scales every pair alike), and the ratio at the slowest pair (which YaRN, Llama 3 and
-    NTK-aware scale by the full factor).
+    NTK-aware scale by the full factor). A pair too slow to turn measurably at the given
+    positions reads 0 and its ratio is infinite: the median holds while fewer than half
+    the pairs are such.
     """
     spec = c.setup.spec
     measured = low_position_freqs(c)
-    if measured is None or spec.freqs is not None or not np.all(measured > 0):
+    if measured is None or spec.freqs is not None or not np.all(measured >= 0):
         return []
     plain = inv_freq(dataclasses.replace(spec, scaling=None))
-    ratios = plain / measured
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = plain / measured
     found: list[float] = []
     for factor in (float(np.median(ratios)), float(ratios[-1])):
         if math.isfinite(factor) and factor > 1.0 + 1e-3:
