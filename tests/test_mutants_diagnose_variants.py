@@ -197,3 +197,47 @@ def test_a_pair_too_slow_to_turn_measurably_does_not_stop_the_fit() -> None:
     found = diagnose(y, x, rr.RopeSpec(16, base=1e24), p)
     assert found is not None
     assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
+
+
+def test_a_common_factor_is_tried_where_most_pairs_are_too_slow_to_read() -> None:
+    """Catches: an infinite ratio taken for a factor (a rule of infinite factor is no rule,
+    and building one stops the search). With d = 8 and base 1e48 the two slow pairs turn by
+    at most 5e-22 rad up to position 2000 and read 0, so the median and the slowest pair's
+    ratio are infinite; the factor 4 is found among the common ones."""
+    d, base = 8, 1e48
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
+    x = _x((p.size, d), 9)
+    y = _rotate(x, p[:, None] * _inv(d, base) / 4.0)
+    assert np.array_equal(y[:, [2, 3, 6, 7]], x[:, [2, 3, 6, 7]])
+    found = diagnose(y, x, rr.RopeSpec(d, base=base), p)
+    assert found is not None
+    assert str(found) == f"scaling: the result follows Linear(factor=4.0), {NO_RULE}"
+
+
+def test_a_factor_below_one_is_fitted() -> None:
+    """A rule's factor multiplied into the positions instead of divided: the result turns
+    2 x as fast as unscaled RoPE, not 2 x as slow, and follows a factor of 1/2 (the fastest
+    pair turns 2 rad per position, below pi: its frequency is read at position 1)."""
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
+    x = _x((p.size, 16), 10)
+    y = _rotate(x, (2.0 * p)[:, None] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), p)
+    assert found is not None
+    assert found.message == (
+        "the result follows Linear(factor=0.5), but the spec says Linear(factor=2.0): "
+        "the factor is 0.5, not 2."
+    )
+
+
+@pytest.mark.parametrize(
+    ("factor", "fitted"), [(1.002, True), (0.998, True), (1.0005, False), (0.9995, False)]
+)
+def test_factors_within_a_thousandth_of_one_are_not_fitted(factor: float, fitted: bool) -> None:
+    """Catches: the band of factors left out around 1 (no rule, within 1e-3) moved or
+    widened; 1 +- 0.002 is outside it and named."""
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
+    found = _linear_without_rule(p, factor, 11)
+    assert found is not None
+    want = f"scaling: the result follows Linear(factor={factor}), {NO_RULE}"
+    assert (found == want) == fitted
+    assert found.startswith("scaling") == fitted

@@ -75,7 +75,9 @@ def _fitted_factors(c: Comparison) -> list[float]:
     scales every pair alike), and the ratio at the slowest pair (which YaRN, Llama 3 and
     NTK-aware scale by the full factor). A pair too slow to turn measurably at the given
     positions reads 0 and its ratio is infinite: the median holds while fewer than half
-    the pairs are such.
+    the pairs are such. Factors within 1e-3 of 1 are left out (a factor of 1 is no rule);
+    factors below 1 are kept: a result that turns faster than the unscaled frequencies
+    follows one (e.g. positions multiplied by the factor instead of divided).
     """
     spec = c.setup.spec
     measured = low_position_freqs(c)
@@ -86,7 +88,7 @@ def _fitted_factors(c: Comparison) -> list[float]:
         ratios = plain / measured
     found: list[float] = []
     for factor in (float(np.median(ratios)), float(ratios[-1])):
-        if math.isfinite(factor) and factor > 1.0 + 1e-3:
+        if math.isfinite(factor) and abs(factor - 1.0) > 1e-3:
             found += [float(f"{factor:.3g}"), factor]
     return list(dict.fromkeys(found))
 
