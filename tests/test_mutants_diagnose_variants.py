@@ -241,3 +241,41 @@ def test_factors_within_a_thousandth_of_one_are_not_fitted(factor: float, fitted
     want = f"scaling: the result follows Linear(factor={factor}), {NO_RULE}"
     assert (found == want) == fitted
     assert found.startswith("scaling") == fitted
+
+
+# -- which specs the scaling diagnosis takes ----------------------------------------------------
+
+
+def test_an_m_rope_spec_with_another_factor_is_a_scaling_mistake() -> None:
+    """Chunked M-RoPE (2, 3, 3) under linear interpolation by 4 where the spec says 2: each
+    axis's positions are divided by the factor."""
+    grid = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [40, 30, 20], [300, 200, 100]])
+    x = _x((grid.shape[0], 16), 12)
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    y = _rotate(x, grid[:, axis] * _inv(16) / 4.0)
+    spec = rr.RopeSpec(16, sections=(2, 3, 3), scaling=rr.scaling.Linear(2.0))
+    found = diagnose(y, x, spec, grid)
+    assert found is not None
+    assert str(found) == (
+        "scaling: the result follows Linear(factor=4.0), but the spec says "
+        "Linear(factor=2.0): the factor is 4, not 2."
+    )
+
+
+def test_an_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
+    """An xPos query (scale zeta_j ** ((p - c) / 512), c = floor((max p + 1) / 2), zeta_j =
+    (2j + 0.4 d) / (1.4 d)) under linear interpolation by 4 where the spec says 2."""
+    d, scale_base = 16, 512.0
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0])
+    x = _x((p.size, d), 13)
+    zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
+    power = (p[:, None] - math.floor((p.max() + 1) / 2)) / scale_base
+    angles = p[:, None] * _inv(d) / 4.0
+    y = _rotate(x, angles) * np.tile(zeta**power, 2)
+    spec = rr.RopeSpec(d, xpos=rr.XPos(scale_base=scale_base), scaling=rr.scaling.Linear(2.0))
+    found = diagnose(y, x, spec, p, role="query")
+    assert found is not None
+    assert str(found) == (
+        "scaling: the result follows Linear(factor=4.0), but the spec says "
+        "Linear(factor=2.0): the factor is 4, not 2."
+    )

@@ -136,10 +136,11 @@ def scaling(c: Comparison) -> Diagnosis | None:
     4096, 8192, 16384, 32768, 131072); then every family with the factors read off the
     result (`_fitted_factors`) and the common factors (`COMMON_FACTORS`: 2, 4, 8, 16, 32,
     40), at the spec's length (8192 and 4096 where the spec has none); for a dynamic NTK
-    rule, its factor at the spec's and each common context length.
+    rule, its factor at the spec's and each common context length. M-RoPE and xPos specs
+    are tried alike (a rule scales their frequencies as any other's).
     """
     spec = c.setup.spec
-    if spec.freqs is not None or spec.sections is not None or spec.xpos is not None:
+    if spec.freqs is not None:  # explicit frequencies take no rule
         return None
     seen = 0
     for rule in _candidate_rules(c):
