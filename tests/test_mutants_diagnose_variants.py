@@ -279,3 +279,21 @@ def test_an_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
         "scaling: the result follows Linear(factor=4.0), but the spec says "
         "Linear(factor=2.0): the factor is 4, not 2."
     )
+
+
+def test_a_candidate_the_oracle_rejects_is_skipped_not_the_end_of_the_search() -> None:
+    """Catches: the search stopped at the first candidate whose angles overflow. The result
+    is Llama 3 scaling by a factor of 1/4 at length 8192 (slow pairs turn 4 x faster), at
+    positions up to 1e308: the slowest pair gives the factor 0.25, and Linear(0.25) turns
+    the fastest pair by 4e308 rad there, past float64, before Llama3(0.25) is tried."""
+    d, base = 16, 5e5
+    p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0, 9000.0, 1e308])
+    x = _x((p.size, d), 14)
+    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d, base), 0.25, 8192))
+    assert np.all(np.isfinite(y))
+    found = diagnose(y, x, rr.RopeSpec(d, base=base), p)
+    assert found is not None
+    assert str(found) == (
+        "scaling: the result follows Llama3(factor=0.25, original_max_position=8192, "
+        f"low_freq_factor=1.0, high_freq_factor=4.0), {NO_RULE}"
+    )
