@@ -297,3 +297,29 @@ def test_a_candidate_the_oracle_rejects_is_skipped_not_the_end_of_the_search() -
         "scaling: the result follows Llama3(factor=0.25, original_max_position=8192, "
         f"low_freq_factor=1.0, high_freq_factor=4.0), {NO_RULE}"
     )
+
+
+# -- pairs that match and pairs that do not ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("share", "named"), [(1.5, True), (2.5, False)])
+def test_failing_pairs_keep_their_norm_within_twice_the_tolerance(
+    share: float, named: bool
+) -> None:
+    """Catches: the norm a rotation by other angles keeps judged within another multiple
+    of the tolerance than 2. Pair 3 turns by random angles, and its norm is moved by
+    `share` times the float64 bound |pair| (2 eps (|angle| + 1) + 4 eps), where the row's
+    largest angle is its position p (the first pair turns 1 rad per position)."""
+    eps = 2.0**-52
+    rng = np.random.default_rng(26)
+    p = np.arange(6.0) * 20
+    x = rng.uniform(-1.0, 1.0, (6, 16))
+    angles = p[:, None] * _inv(16)
+    angles[:, 3] = rng.uniform(-3.0, 3.0, 6)  # no frequency turns it like this
+    y = _rotate(x, angles)
+    y[:, [3, 11]] *= 1.0 + share * (2 * eps * (p + 1) + 4 * eps)[:, None]
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.cause == "unknown"
+    named_pairs = "pairs 0-2, 4-7 match the given positions and pairs 3 do not, and no "
+    assert found.message.startswith(named_pairs) == named
