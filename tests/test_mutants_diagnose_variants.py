@@ -9,6 +9,7 @@ computes them, chunked M-RoPE, linear position interpolation), never rope_ref's 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -243,6 +244,19 @@ def test_factors_within_a_thousandth_of_one_are_not_fitted(factor: float, fitted
     assert found.startswith("scaling") == fitted
 
 
+def test_no_factor_is_read_off_frequencies_that_came_out_negative() -> None:
+    """Catches: negative frequencies taken for a factor (a rule of negative factor cannot
+    be built, and building one stops the search). With d = 4 both pairs have wrapped past
+    pi at position 700 (350 and 3.5 rad), the only non-zero one, and read negative; the
+    factor 2 is found among the common ones."""
+    p = np.array([0.0, 700.0])
+    x = _x((p.size, 4), 15)
+    y = _rotate(x, p[:, None] * _inv(4) / 2.0)
+    found = diagnose(y, x, rr.RopeSpec(4), p)
+    assert found is not None
+    assert str(found) == f"scaling: the result follows Linear(factor=2.0), {NO_RULE}"
+
+
 # -- which specs the scaling diagnosis takes ----------------------------------------------------
 
 
@@ -323,3 +337,37 @@ def test_failing_pairs_keep_their_norm_within_twice_the_tolerance(
     assert found.cause == "unknown"
     named_pairs = "pairs 0-2, 4-7 match the given positions and pairs 3 do not, and no "
     assert found.message.startswith(named_pairs) == named
+
+
+# -- M-RoPE specs of other than three axes -----------------------------------------------------
+
+
+GRID_2D = np.array([[0, 0], [1, 2], [4, 1], [9, 5], [12, 8], [3, 3]])
+
+
+@pytest.mark.parametrize(
+    ("angles_of", "want"),
+    [
+        (
+            lambda g: g[:, [1, 1, 1, 1, 0, 0, 0, 0]],
+            "the position axes are read in the order [1, 0] (e.g. (h, t, w) for (t, h, w)): "
+            "the position ids' axes are permuted.",
+        ),
+        (
+            lambda g: g[:, [1] * 8],
+            "the result is 1-D RoPE at the positions of axis 1 on every pair: the multi-axis "
+            "positions were collapsed to one axis (M-RoPE sections ignored).",
+        ),
+    ],
+)
+def test_a_two_axis_spec_is_not_given_the_three_axis_splits(
+    angles_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]], want: str
+) -> None:
+    """Catches: a common split of three sections tried for a spec of two ((4, 4): eight
+    pairs, as many as (2, 3, 3)), whose oracle cannot read the two-axis positions and so
+    stops the diagnosis before the axis order and the collapse to 1-D are tried."""
+    x = _x((GRID_2D.shape[0], 16), 16)
+    y = _rotate(x, angles_of(GRID_2D) * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 4)), GRID_2D)
+    assert found is not None
+    assert str(found) == f"sections: {want}"
