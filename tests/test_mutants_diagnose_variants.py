@@ -373,3 +373,28 @@ def test_a_two_axis_spec_is_not_given_the_three_axis_splits(
     found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 4)), GRID_2D)
     assert found is not None
     assert str(found) == f"sections: {want}"
+
+
+def test_an_m_rope_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
+    """Both at once: chunked M-RoPE (2, 3, 3) with an xPos query scale (its power read at
+    the first axis, centred on floor((largest position + 1) / 2)), under linear
+    interpolation by 4 where the spec says 2."""
+    d, scale_base = 16, 512.0
+    grid = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [40, 30, 20], [300, 200, 100]])
+    x = _x((grid.shape[0], d), 17)
+    zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
+    power = (grid[:, :1] - math.floor((grid.max() + 1) / 2)) / scale_base
+    axis = np.repeat(np.arange(3), (2, 3, 3))
+    y = _rotate(x, grid[:, axis] * _inv(d) / 4.0) * np.tile(zeta**power, 2)
+    spec = rr.RopeSpec(
+        d,
+        sections=(2, 3, 3),
+        xpos=rr.XPos(scale_base=scale_base),
+        scaling=rr.scaling.Linear(2.0),
+    )
+    found = diagnose(y, x, spec, grid, role="query")
+    assert found is not None
+    assert str(found) == (
+        "scaling: the result follows Linear(factor=4.0), but the spec says "
+        "Linear(factor=2.0): the factor is 4, not 2."
+    )
