@@ -398,3 +398,19 @@ def test_an_m_rope_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
         "scaling: the result follows Linear(factor=4.0), but the spec says "
         "Linear(factor=2.0): the factor is 4, not 2."
     )
+
+
+def test_an_m_rope_spec_with_pairs_at_other_angles_is_not_told_to_give_sections() -> None:
+    """Catches: the 1-D message (pairs that match the given positions, and the advice to
+    give M-RoPE its sections) given for a spec that has them. Pair 3 of chunked M-RoPE
+    (2, 3, 3) turns by random angles."""
+    grid = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
+    rng = np.random.default_rng(18)
+    x = rng.uniform(-1.0, 1.0, (grid.shape[0], 16))
+    angles = grid[:, np.repeat(np.arange(3), (2, 3, 3))] * _inv(16)
+    angles[:, 3] = rng.uniform(-3.0, 3.0, grid.shape[0])
+    found = diagnose(_rotate(x, angles), x, rr.RopeSpec(16, sections=(2, 3, 3)), grid)
+    assert found is not None
+    assert str(found) == (
+        "unknown: no single known cause explains the mismatch; only pairs 3 (of 8) differ."
+    )
