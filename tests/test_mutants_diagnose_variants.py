@@ -414,3 +414,22 @@ def test_an_m_rope_spec_with_pairs_at_other_angles_is_not_told_to_give_sections(
     assert str(found) == (
         "unknown: no single known cause explains the mismatch; only pairs 3 (of 8) differ."
     )
+
+
+def test_the_ladder_stops_where_the_prediction_is_off_by_more_than_1_rad() -> None:
+    """Catches: the ladder carried on past a step whose angles are off the prediction by
+    more than 1 rad (the step skipped, or the limit loosened). The ladder steps along the
+    first axis (t) of chunked M-RoPE (2, 3, 3), here under linear interpolation by 3 the
+    spec lacks, as Qwen2-VL lays out text and images: text at t = h = w = 0..5 reads every
+    pair right; an image at t = 6 with h, w of 6 and 106 turns the h pairs by up to 1.5
+    rad off the prediction, and one at t = 107 with h, w of 107 and 110 by less than 1 rad
+    but 1.4 % off in frequency; either taken in loses the factor 3."""
+    text = [[p, p, p] for p in range(6)]
+    image_a = [[6, h, w] for h in (6, 106) for w in (6, 106)]
+    image_b = [[107, h, w] for h in (107, 110) for w in (107, 110)]
+    grid = np.array(text + image_a + image_b)
+    x = _x((grid.shape[0], 16), 19)
+    y = _rotate(x, grid[:, np.repeat(np.arange(3), (2, 3, 3))] * _inv(16) / 3.0)
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), grid)
+    assert found is not None
+    assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
