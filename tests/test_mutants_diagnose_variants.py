@@ -400,6 +400,27 @@ def test_an_m_rope_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
     )
 
 
+def test_a_norm_off_by_exactly_twice_the_tolerance_is_kept() -> None:
+    """Catches: "within twice the tolerance" read as strictly less. At position 0 pair 3 of
+    `x` is (1, 0), with float64 tolerance 1 * (2 eps (0 + 1) + 4 eps) = 6 eps; the result
+    there is (1 + 12 eps, 0), a norm off by exactly twice that. Elsewhere pair 3 turns by
+    random angles."""
+    eps = 2.0**-52
+    rng = np.random.default_rng(26)
+    p = np.arange(6.0) * 20
+    x = rng.uniform(-1.0, 1.0, (6, 16))
+    x[0, [3, 11]] = [1.0, 0.0]
+    angles = p[:, None] * _inv(16)
+    angles[1:, 3] = rng.uniform(-3.0, 3.0, 5)
+    y = _rotate(x, angles)
+    y[0, 3] = 1.0 + 12 * eps
+    found = diagnose(y, x, rr.RopeSpec(16), p)
+    assert found is not None
+    assert found.message.startswith(
+        "pairs 0-2, 4-7 match the given positions and pairs 3 do not, and no "
+    )
+
+
 def test_an_m_rope_spec_with_pairs_at_other_angles_is_not_told_to_give_sections() -> None:
     """Catches: the 1-D message (pairs that match the given positions, and the advice to
     give M-RoPE its sections) given for a spec that has them. Pair 3 of chunked M-RoPE
