@@ -73,17 +73,22 @@ def _fitted_factors(c: Comparison) -> list[float]:
 
     The median ratio of unscaled to measured frequency over all pairs (a linear rule
     scales every pair alike), and the ratio at the slowest pair (which YaRN, Llama 3 and
-    NTK-aware scale by the full factor).
+    NTK-aware scale by the full factor). A pair too slow to turn measurably at the given
+    positions reads 0 and its ratio is infinite: the median holds while fewer than half
+    the pairs are such. Factors within 1e-3 of 1 are left out (a factor of 1 is no rule);
+    factors below 1 are kept: a result that turns faster than the unscaled frequencies
+    follows one (e.g. positions multiplied by the factor instead of divided).
     """
     spec = c.setup.spec
     measured = low_position_freqs(c)
-    if measured is None or spec.freqs is not None or not np.all(measured > 0):
+    if measured is None or spec.freqs is not None or not np.all(measured >= 0):
         return []
     plain = inv_freq(dataclasses.replace(spec, scaling=None))
-    ratios = plain / measured
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = plain / measured
     found: list[float] = []
     for factor in (float(np.median(ratios)), float(ratios[-1])):
-        if math.isfinite(factor) and factor > 1.0 + 1e-3:
+        if math.isfinite(factor) and abs(factor - 1.0) > 1e-3:
             found += [float(f"{factor:.3g}"), factor]
     return list(dict.fromkeys(found))
 
@@ -123,9 +128,19 @@ def _candidate_rules(c: Comparison) -> Iterator[object]:
 
 
 def scaling(c: Comparison) -> Diagnosis | None:
-    """A scaling rule missing, of another family, or with other parameters."""
+    """A scaling rule missing, of another family, or with other parameters.
+
+    Tried, in order: no rule (where the spec has one); every family (Linear, NTK-aware
+    where the spec has a rule, YaRN, Llama 3) with the spec's factor, YaRN and Llama 3 at
+    the spec's original context length and at each common one (`COMMON_LENGTHS`: 2048,
+    4096, 8192, 16384, 32768, 131072); then every family with the factors read off the
+    result (`_fitted_factors`) and the common factors (`COMMON_FACTORS`: 2, 4, 8, 16, 32,
+    40), at the spec's length (8192 and 4096 where the spec has none); for a dynamic NTK
+    rule, its factor at the spec's and each common context length. M-RoPE and xPos specs
+    are tried alike (a rule scales their frequencies as any other's).
+    """
     spec = c.setup.spec
-    if spec.freqs is not None or spec.sections is not None or spec.xpos is not None:
+    if spec.freqs is not None:  # explicit frequencies take no rule
         return None
     seen = 0
     for rule in _candidate_rules(c):
@@ -194,7 +209,14 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]
 
 
 def sections(c: Comparison) -> Diagnosis | None:
-    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE."""
+    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE.
+
+    Tried, in order: the other section order (chunked or interleaved); every permutation
+    of the spec's sections; each common split of the same number of pairs that is no
+    permutation of the spec's ((16, 24, 24) as Qwen2-VL and Qwen2.5-VL, (24, 20, 20) as
+    Qwen3-VL, both for head_dim 128; (8, 12, 12) for 64; (2, 3, 3) for 16); the position
+    axes in every other order; 1-D RoPE at the positions of each single axis.
+    """
     s = c.setup
     spec = s.spec
     if spec.sections is None:
