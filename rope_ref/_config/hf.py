@@ -17,7 +17,7 @@ from rope_ref._config.hf_keys import check_known_keys
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._core.aliases import Layout, SectionOrder
 from rope_ref._core.spec import RopeSpec, ScalingRule
-from rope_ref._core.validation import check_int
+from rope_ref._core.validation import check_bool, check_int
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
 
 __all__ = ["spec_from_hf", "spec_to_hf"]
@@ -41,6 +41,7 @@ def spec_from_hf(
     strict: bool = False,
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
+    strict = check_bool("strict", strict)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")
@@ -676,6 +677,7 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
 
 def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
+    strict = check_bool("strict", strict)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")
