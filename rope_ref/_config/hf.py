@@ -208,6 +208,20 @@ def _keys(params: ConfigReader) -> list[str]:
     return list(config) if isinstance(config, Mapping) else list(vars(config))
 
 
+#: Most layers a config may give: one spec (or layer type) per layer is built, and models
+#: have at most a few hundred.
+MAX_LAYERS = 2**20
+
+
+def layer_count(cfg: ConfigReader) -> int | None:
+    """``num_hidden_layers``, at most `MAX_LAYERS`, or None."""
+    count = cfg.integer("num_hidden_layers")
+    if count is not None and count > MAX_LAYERS:
+        requirement = f"at most 2**20 = {MAX_LAYERS} (one spec is built per layer)"
+        cfg.fail("num_hidden_layers", requirement, count, ValueError)
+    return count
+
+
 def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
     """``layer_types``, or HF's default where a Gemma 3 config gives none.
 
@@ -215,7 +229,7 @@ def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
     full attention and the others sliding.
     """
     types = cfg.strings("layer_types")
-    count = cfg.integer("num_hidden_layers")
+    count = layer_count(cfg)
     if types is not None or family.local_base_key is None or count is None:
         return types
     pattern = cfg.integer("sliding_window_pattern") or 6
@@ -685,7 +699,7 @@ def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec |
         cfg = text
     _, family = _family(outer, cfg)
     types = _layer_types(cfg, family)
-    count = cfg.integer("num_hidden_layers")
+    count = layer_count(cfg)
     if count is None and types is None:
         msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
         raise ValueError(msg)
