@@ -249,10 +249,10 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
         msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
         raise InvalidArgument(msg)
-    factors = st.one_of(
-        st.sampled_from([f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]),
-        st.floats(1.0, float(max_factor)),
-    )
+    edges = [f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]  # none below 2
+    factors = st.floats(1.0, float(max_factor))
+    if edges:
+        factors = st.one_of(st.sampled_from(edges), factors)
     lengths = st.sampled_from([2048, 4096, 8192, 32768])
 
     @st.composite
