@@ -179,3 +179,33 @@ def test_plot_refuses_an_empty_out(
     assert stop.value.code == 2
     assert "--out must name a file or a directory; got ''" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gemma3_text"])
+def test_a_layer_count_past_the_limit_is_refused(model_type: str) -> None:
+    """``num_hidden_layers`` above 2**20 is a ValueError, not a MemoryError or a hang."""
+    config = LLAMA | {"model_type": model_type, "head_dim": 8, "num_hidden_layers": 2**40}
+    for read in (rr.RopeSpec.from_hf, rr.RopeSpec.from_hf_layers):
+        with pytest.raises(ValueError, match=r"`num_hidden_layers` must be at most 2\*\*20"):
+            read(config)
+    layers = rr.RopeSpec.from_hf_layers(config | {"num_hidden_layers": 3})
+    assert [spec.head_dim if spec else None for spec in layers] == [8, 8, 8]
+
+
+@pytest.mark.parametrize("max_factor", [1.0, 1.5])
+def test_scaling_rules_draw_below_a_factor_of_two(max_factor: float) -> None:
+    """`scaling_rules(max_factor=1)` is documented; it used to fail at draw time."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings
+
+    from rope_ref.testing.strategies import scaling_rules
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(scaling_rules(max_factor=max_factor))
+    def draw(rule: object) -> None:
+        rule = rule if hasattr(rule, "inv_freq") else rule(4)  # type: ignore[operator]
+        factor = getattr(rule, "factor", 1.0)
+        assert factor is None or 1.0 <= factor <= max_factor
+        assert np.all(np.isfinite(rr.inv_freq(rr.RopeSpec(8, scaling=rule))))
+
+    draw()
