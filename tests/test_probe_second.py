@@ -209,3 +209,14 @@ def test_scaling_rules_draw_below_a_factor_of_two(max_factor: float) -> None:
         assert np.all(np.isfinite(rr.inv_freq(rr.RopeSpec(8, scaling=rule))))
 
     draw()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_attention_of_no_tokens_is_empty(causal: bool) -> None:
+    """No queries and no keys: an empty result, as linear_attention gives (it was NumPy's
+    "zero-size array to reduction operation maximum")."""
+    q, v = np.ones((2, 0, 8)), np.ones((2, 0, 3))
+    for attend in (rr.attention.softmax_attention, rr.attention.linear_attention):
+        out = attend(q, q, v, causal=causal)
+        assert out.shape == (2, 0, 3)
+        assert out.dtype == np.float64
