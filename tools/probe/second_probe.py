@@ -490,6 +490,16 @@ def _torch_alias() -> Any:
     return apply(x, backend="numba", out=x)
 
 
+def _unshared(get: Callable[[], Any], mutate: Callable[[Any], None]) -> bool:
+    """Whether a second call answers as the first after the first's result was changed."""
+    first = get()
+    before = repr(as_np(first, keep=True) if not isinstance(first, dict | list) else first)
+    with contextlib.suppress(ValueError, TypeError):  # a read-only result is fine too
+        mutate(first)
+    again = get()
+    return before == repr(as_np(again, keep=True) if not isinstance(again, dict | list) else again)
+
+
 def _threads(fn: Callable[[int], Any], n: int) -> list[Any]:
     results: list[Any] = [None] * n
     barrier = threading.Barrier(n)
@@ -3460,6 +3470,106 @@ for name, call, expect in [
     ),
 ]:
     case("analysis", name, call, expect)
+
+# a returned value is the caller's: changing it must not change the next call's answer
+for func, name, get, mutate in [
+    ("inv_freq", "inv_freq", lambda: rr.inv_freq(S8), lambda a: a.__setitem__(0, 99)),
+    (
+        "inv_freq",
+        "inv_freq, DynamicNTK at seq_len 64",
+        lambda: rr.inv_freq(DS, 64),
+        lambda a: a.__setitem__(0, 99),
+    ),
+    (
+        "rope_cos_sin",
+        "rope_cos_sin (cached tables)",
+        lambda: cs(S8, np.arange(3))[0],
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    (
+        "rope_cos_sin",
+        "rope_cos_sin full, interleaved",
+        lambda: cs(rr.RopeSpec(8, layout="interleaved"), np.arange(3), full=True)[1],
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    (
+        "rope_cos_sin",
+        "rope_cos_sin torch",
+        lambda: cs(S8, torch.arange(3))[0],
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    (
+        "rope_angles",
+        "rope_angles",
+        lambda: ra(S8, np.arange(3)),
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    ("rotation_matrix", "rotation_matrix", lambda: rm(S8, 3), lambda a: a.__setitem__((0, 0), 99)),
+    (
+        "available_backends",
+        "available_backends",
+        rr.available_backends,
+        lambda a: a.__setitem__("reference", "x"),
+    ),
+    (
+        "feature_order",
+        "feature_order",
+        lambda: rr.feature_order(S8, "interleaved", "half"),
+        lambda a: a.__setitem__(0, 99),
+    ),
+    ("pair_axes", "pair_axes", lambda: rr.pair_axes(S8), lambda a: a.__setitem__(0, 99)),
+    (
+        "mrope_positions",
+        "mrope_positions",
+        lambda: rr.mrope_positions([3, [1, 2, 2]]),
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    (
+        "patch_positions",
+        "patch_positions",
+        lambda: rr.patch_positions([2, 2]),
+        lambda a: a.__setitem__((0, 0), 99),
+    ),
+    ("analysis", "wavelengths", lambda: an.wavelengths(S8), lambda a: a.__setitem__(0, 99)),
+    (
+        "apply_rope",
+        "apply_rope numba result",
+        lambda: apply(np.ones((1, 3, 8)), backend="numba"),
+        lambda a: a.__setitem__((0, 0, 0), 99),
+    ),
+    (
+        "apply_rope",
+        "apply_rope reference result",
+        lambda: apply(np.ones((1, 3, 8))),
+        lambda a: a.__setitem__((0, 0, 0), 99),
+    ),
+]:
+    case(
+        func,
+        f"changing the result of {name}",
+        lambda get=get, mutate=mutate: _unshared(get, mutate),
+        val(is_(True)),
+    )
+case("apply_rope", "x a Python list", lambda: apply([[0.0] * 8] * 3), err("x", "list"))
+case("apply_rope", "x a NumPy scalar", lambda: apply(np.float64(1.0)), err("x"))
+case(
+    "apply_rope",
+    "xpos spec, reference, no role",
+    lambda: apply(xn(), rr.RopeSpec(8, xpos=rr.XPos())),
+    err("role"),
+)
+case(
+    "rope_cos_sin",
+    "xpos spec, no role",
+    lambda: cs(rr.RopeSpec(8, xpos=rr.XPos()), [1, 2]),
+    err("role"),
+)
+case(
+    "convert_layout",
+    "src == dst: a copy of x",
+    lambda: rr.convert_layout(xn((2, 8)), S8, src="half", dst="half"),
+    val(lambda r, i: close(r, i[0], _INPUTS[0][0])),
+)
 
 # the rope-ref command
 SUBCOMMANDS = ("bench", "bound", "check", "example", "plot", "survey", "verify")
