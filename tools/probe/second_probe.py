@@ -861,7 +861,7 @@ kw_cases: list[tuple[str, Any, Expect]] = [
     ("role", "q", err("role", "'q'")),
     ("role", 0, err("role", "0")),
     ("role", "query", either("role", rotated())),
-    ("out", np.empty((2, 3, 8)), err("out")),
+    ("out", np.zeros((2, 3, 8)), err("out")),
     ("out", "buffer", err("out")),
     ("spec", 8, err("spec", "int")),
     ("spec", "half", err("spec", "str")),
