@@ -398,7 +398,7 @@ def usage_error(option: str, got: str | None = None) -> Expect:
     return Expect(check=check, passing="error-ok")
 
 
-# ---------------------------------------------------------------- helpers the cases use
+# ---------------------------------------------------------------- functions the cases use
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
