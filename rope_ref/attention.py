@@ -118,6 +118,8 @@ def softmax_attention(
     xp, spec, qw, kw, vw, out_dtype = _inputs(q, k, v, spec, causal=causal)
     q_rot, k_rot = apply_rope_qk(qw, kw, spec, positions)
     scores = (q_rot @ xp.matrix_transpose(k_rot)) / math.sqrt(spec.head_dim)
+    if k.shape[-2] == 0:  # no keys, so no queries (apply_rope_qk saw to it): an empty result
+        return xp.astype(scores @ vw, out_dtype)
     if causal:
         mask = _causal_mask(xp, q.shape[-2], k.shape[-2], device(q))
         scores = xp.where(mask, scores, xp.asarray(-xp.inf, dtype=scores.dtype, device=device(q)))

@@ -184,7 +184,7 @@ def test_a_module_that_raises_on_import(capsys, tmp_path):
         (["/no/such/file.py:f", "--convention", "plain"], "no such file"),
         (
             [f"{TARGETS}:correct_half", "--convention", "plain", "--rotary-dim", "7"],
-            "rotary_dim must be even; got 7.",
+            "--rotary-dim must be even; got 7.",
         ),
         (
             [f"{TARGETS}:correct_half", "--convention", "plain", "--examples", "0"],
@@ -202,9 +202,10 @@ def test_a_module_that_raises_on_import(capsys, tmp_path):
 )
 def test_usage_errors_exit_2(capsys, argv, snippet):
     status = main(["check", *argv])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert status == 2
-    assert snippet in out
+    assert captured.out == ""  # a usage error goes to stderr
+    assert snippet in captured.err
 
 
 def test_argparse_errors_exit_2(capsys):

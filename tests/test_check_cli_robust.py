@@ -26,6 +26,15 @@ def _check(capsys, *argv):
     return status, out
 
 
+def _usage(capsys, *argv):
+    """Exit status and stderr of a usage error, which prints nothing on stdout."""
+    status = main(["check", *argv])
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert "Traceback" not in captured.err
+    return status, captured.err
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])  # float64: no conversion copy
 @pytest.mark.parametrize(
     ("target", "convention"),
@@ -129,7 +138,7 @@ def test_bad_options_are_usage_errors(capsys, options, snippet):
     if "hf" in options:  # without torch, the missing torch is the first error
         pytest.importorskip("torch")
     argv = [f"{TARGETS}:correct_half", "--convention", "plain", *options]
-    status, out = _check(capsys, *argv)
+    status, out = _usage(capsys, *argv)
     assert status == 2, out
     assert out.startswith("rope-ref check: error: ")
     assert snippet in out
@@ -139,13 +148,13 @@ def test_unreadable_config_files_are_usage_errors(capsys, tmp_path):
     latin = tmp_path / "config.json"
     latin.write_bytes(b'{"model_type": "caf\xe9"}')
     argv = [f"{TARGETS}:correct_half", "--convention", "plain"]
-    status, out = _check(capsys, *argv, "--hf-config", str(latin))
+    status, out = _usage(capsys, *argv, "--hf-config", str(latin))
     assert status == 2, out
     assert out == (
         f"rope-ref check: error: --hf-config {str(latin)!r}: is not UTF-8 text (byte 19); a "
         "config.json is UTF-8 JSON.\n"
     )
-    status, out = _check(capsys, *argv, "--hf-config", str(tmp_path))
+    status, out = _usage(capsys, *argv, "--hf-config", str(tmp_path))
     assert status == 2, out
     assert "is a directory, not a config.json file." in out
 
@@ -162,7 +171,7 @@ def test_bad_torch_devices_are_usage_errors(capsys, device, snippet):
     if device == "cuda" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     argv = [f"{TARGETS}:flash_apply_rotary_emb_torch", "--convention", "cos_sin"]
-    status, out = _check(capsys, *argv, "--device", device)
+    status, out = _usage(capsys, *argv, "--device", device)
     assert status == 2, out
     assert snippet in out
 

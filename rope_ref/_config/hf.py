@@ -17,7 +17,7 @@ from rope_ref._config.hf_keys import check_known_keys
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._core.aliases import Layout, SectionOrder
 from rope_ref._core.spec import RopeSpec, ScalingRule
-from rope_ref._core.validation import check_int
+from rope_ref._core.validation import check_bool, check_int
 from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
 
 __all__ = ["spec_from_hf", "spec_to_hf"]
@@ -41,6 +41,7 @@ def spec_from_hf(
     strict: bool = False,
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
+    strict = check_bool("strict", strict)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")
@@ -207,6 +208,20 @@ def _keys(params: ConfigReader) -> list[str]:
     return list(config) if isinstance(config, Mapping) else list(vars(config))
 
 
+#: Most layers a config may give: one spec (or layer type) per layer is built, and models
+#: have at most a few hundred.
+MAX_LAYERS = 2**20
+
+
+def layer_count(cfg: ConfigReader) -> int | None:
+    """``num_hidden_layers``, at most `MAX_LAYERS`, or None."""
+    count = cfg.integer("num_hidden_layers")
+    if count is not None and count > MAX_LAYERS:
+        requirement = f"at most 2**20 = {MAX_LAYERS} (one spec is built per layer)"
+        cfg.fail("num_hidden_layers", requirement, count, ValueError)
+    return count
+
+
 def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
     """``layer_types``, or HF's default where a Gemma 3 config gives none.
 
@@ -214,7 +229,7 @@ def _layer_types(cfg: ConfigReader, family: Family) -> tuple[str, ...] | None:
     full attention and the others sliding.
     """
     types = cfg.strings("layer_types")
-    count = cfg.integer("num_hidden_layers")
+    count = layer_count(cfg)
     if types is not None or family.local_base_key is None or count is None:
         return types
     pattern = cfg.integer("sliding_window_pattern") or 6
@@ -676,6 +691,7 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
 
 def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
+    strict = check_bool("strict", strict)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")
@@ -683,7 +699,7 @@ def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec |
         cfg = text
     _, family = _family(outer, cfg)
     types = _layer_types(cfg, family)
-    count = cfg.integer("num_hidden_layers")
+    count = layer_count(cfg)
     if count is None and types is None:
         msg = f"`config` must give num_hidden_layers or layer_types ({cfg.where})."
         raise ValueError(msg)

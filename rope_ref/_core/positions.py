@@ -91,8 +91,12 @@ def as_positions(
         )
         raise ValueError(msg)
     if pxp.isdtype(p.dtype, "real floating"):
-        msg = f"`{name}` must be finite; got an array containing NaN or infinity."
-        p = finite_or_raise(p, pxp, msg)
+        got = (
+            repr(positions)
+            if isinstance(positions, float)
+            else "an array containing NaN or infinity"
+        )
+        p = finite_or_raise(p, pxp, f"`{name}` must be finite; got {got}.")
     return p
 
 
@@ -197,6 +201,16 @@ def lay_out(
     """
     trailing = () if n_axes is None else (n_axes,)
     grid = tuple(p.shape[: p.ndim - len(trailing)])
+    if grid == () and n_axes is not None and seq_axis is not None and lead[seq_axis] == n_axes:
+        # one (t, h, w) for every token, or 1-D positions of the tokens? Both fit the shape.
+        msg = (
+            f"`positions` of shape {tuple(p.shape)} can be read two ways when x has "
+            f"{n_axes} tokens along seq_axis and the spec {n_axes} position axes: as one "
+            "position (one value per axis) for every token, or as one position per token; "
+            f"give the grid explicitly: shape (1, {n_axes}) for the first, "
+            f"({n_axes}, {n_axes}) for the second."
+        )
+        raise ValueError(msg)
     shape = _placed(grid, grid_axes(grid, lead, seq_axis), len(lead))
     return xp.reshape(p, (*shape, *trailing))
 

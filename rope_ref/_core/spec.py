@@ -511,6 +511,12 @@ def _check_scaling(value: object, rotary_dim: int) -> None:
 def _check_xpos(value: object) -> None:
     if value is None:
         return
+    if isinstance(value, type):  # the class passes the Protocol check, as for `scaling`
+        msg = (
+            "`xpos` must be an instance of an xPos rule (e.g. rope_ref.XPos()); "
+            f"got the class {value.__name__}."
+        )
+        raise TypeError(msg)
     if not isinstance(value, XPosRule):
         msg = f"`xpos` must be an xPos rule with scale_base, zeta() and center(); got {value!r}."
         raise TypeError(msg)

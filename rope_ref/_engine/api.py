@@ -89,7 +89,8 @@ def apply_rope(
         heads with `seq_axis` last, it raises: write ``positions[:, None, :]``); any other
         grid must broadcast to ``x.shape[:-1]`` (per-batch position ids, packed
         sequences, left padding). Multi-axis specs take a trailing axis of
-        ``spec.n_axes``.
+        ``spec.n_axes``; positions of shape ``(n_axes,)`` for ``n_axes`` tokens could be
+        one position per token or one for all, and raise.
     offset : float, default 0
         Added to every position (e.g. the KV-cache length while decoding): exactly for
         integers while the sum fits int64, else in float64; an overflow is a ValueError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -179,8 +180,8 @@ def _usage_error(args: argparse.Namespace, message: str) -> int:
 
         error = {"target": args.target, "verdict": "usage_error", "error": message}
         print(json.dumps({**error, "exit_status": 2}))
-    else:
-        print(f"rope-ref check: error: {message}")
+    else:  # errors go to stderr, as for every subcommand (docs/cli.md)
+        print(f"rope-ref check: error: {message}", file=sys.stderr)
     return 2
 
 

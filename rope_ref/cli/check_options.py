@@ -107,7 +107,14 @@ def spec_from_args(args: argparse.Namespace) -> Any:
             scaling=None if factor == 1.0 else AttentionFactorOnly(factor),
         )
     except (TypeError, ValueError) as err:
-        raise OptionError(str(err).replace("`", "")) from None
+        raise OptionError(_as_options(str(err))) from None
+
+
+def _as_options(message: str) -> str:
+    """A `RopeSpec` error in the words of the command line: `rotary_dim` is --rotary-dim."""
+    for field in ("head_dim", "rotary_dim", "rotary_start", "base"):
+        message = message.replace(f"`{field}`", "--" + field.replace("_", "-"))
+    return message.replace("`", "")
 
 
 def spec_from_hf(text: str) -> Any:

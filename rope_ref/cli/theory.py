@@ -51,7 +51,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     plot.add_argument(
         "--out",
         required=True,
-        type=Path,
+        type=_out_path,
         metavar="FILE.png",
         help="output file (.png, .pdf, .svg, ...), or a directory to write FIGURE.png into",
     )
@@ -145,6 +145,14 @@ def _plot(args: argparse.Namespace) -> int:
         return _error("plot", f"cannot write {str(out)!r}: {err.strerror or err}.")
     print(out)
     return 0
+
+
+def _out_path(text: str) -> Path:
+    """``--out`` as a path; an empty one is refused (Path("") would mean the current directory)."""
+    if not text.strip():
+        msg = f"--out must name a file or a directory; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return Path(text)
 
 
 def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:

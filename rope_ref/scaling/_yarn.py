@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from rope_ref._core.validation import check_real
 from rope_ref.scaling._checks import (
     check_bool,
     check_context_length,
@@ -24,15 +25,24 @@ __all__ = ["YaRN", "yarn_mscale"]
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     r"""YaRN's temperature term: :math:`0.1\,m \ln s + 1` for :math:`s > 1`, else 1.
 
+    Raises
+    ------
+    TypeError
+        If `factor` (or, for :math:`s > 1`, `mscale`) is not a real number.
+    ValueError
+        If `factor` is not finite and positive, or (for :math:`s > 1`) `mscale` is not
+        finite.
+
     Examples
     --------
     >>> from rope_ref.scaling import yarn_mscale
     >>> yarn_mscale(1.0), round(yarn_mscale(4.0), 6)
     (1.0, 1.138629)
     """
-    if factor <= 1.0:
+    factor = check_positive("factor", factor)
+    if factor <= 1.0:  # 1 whatever `mscale`, as HF's get_mscale
         return 1.0
-    return 0.1 * mscale * math.log(factor) + 1.0
+    return 0.1 * check_real("mscale", mscale) * math.log(factor) + 1.0
 
 
 @dataclass(frozen=True, init=False, repr=False)

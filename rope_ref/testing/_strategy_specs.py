@@ -6,6 +6,7 @@ installed first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,31 @@ def as_strategy(name: str, value: object, allowed: tuple[Any, ...] | None = None
             msg = f"`{name}` must hold only {list(allowed)}; got {item!r}."
             raise InvalidArgument(msg)
     return st.sampled_from(list(value))
+
+
+def check_items(name: str, values: Any, ok: Any, what: str) -> None:
+    """InvalidArgument naming `name` unless every item of the sequence `values` is `ok`."""
+    for item in values:
+        if not ok(item):
+            msg = f"`{name}` must hold only {what}; got {item!r}."
+            raise InvalidArgument(msg)
+
+
+def _is_head_dim(value: object) -> bool:
+    return (
+        isinstance(value, int | np.integer)
+        and not isinstance(value, bool)
+        and bool(2 <= value <= 65536)
+    )
+
+
+def _is_base(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return False
+    try:
+        return math.isfinite(value) and bool(value > 1)
+    except OverflowError:  # an int beyond float64
+        return False
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -109,6 +135,10 @@ def rope_specs(
     head_dim_strategy = as_strategy("head_dims", head_dims)
     layout_strategy = as_strategy("layouts", layouts, LAYOUTS)
     base_strategy = as_strategy("bases", bases)
+    if head_dim_strategy is not None and not isinstance(head_dims, st.SearchStrategy):
+        check_items("head_dims", head_dims, _is_head_dim, "integers from 2 to 65536")
+    if base_strategy is not None and not isinstance(bases, st.SearchStrategy):
+        check_items("bases", bases, _is_base, "finite real numbers above 1")
     check_strategy("scalings", scalings)
     min_rotary = check_int("min_rotary_dim", min_rotary_dim, 2)
     if min_rotary % 2:
@@ -219,10 +249,10 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
         msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
         raise InvalidArgument(msg)
-    factors = st.one_of(
-        st.sampled_from([f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]),
-        st.floats(1.0, float(max_factor)),
-    )
+    edges = [f for f in (2.0, 4.0, 8.0, 16.0, 32.0) if f <= max_factor]  # none below 2
+    factors = st.floats(1.0, float(max_factor))
+    if edges:
+        factors = st.one_of(st.sampled_from(edges), factors)
     lengths = st.sampled_from([2048, 4096, 8192, 32768])
 
     @st.composite

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from rope_ref._core.compat import host_namespace, to_numpy
 from rope_ref._core.error_model import angle_error
 from rope_ref._core.frequencies import rope_angles
-from rope_ref._core.positions import as_positions, shift
+from rope_ref._core.positions import as_positions, check_offset, shift
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 
@@ -284,7 +284,7 @@ def rope_atol(
     check_spec(spec)
     size = check_nonnegative("magnitude", magnitude)
     p = as_positions(_host(positions), xp=host_namespace(), n_axes=spec.position_axes)
-    p = shift(p, offset, host_namespace())
+    p = shift(p, check_offset(offset), host_namespace())
     top = 0.0
     if p.size:
         top = float(np.max(np.abs(to_numpy(rope_angles(spec, p, seq_len)))))

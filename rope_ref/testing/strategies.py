@@ -129,6 +129,17 @@ def positions(
     """
     lo = check_int("min_value", min_value, -(2**62))
     hi = check_int("max_value", max_value, -(2**62))
+    for name, value in (("min_value", lo), ("max_value", hi)):
+        if value > 2**62:  # int64 arrays, with room for an offset
+            msg = f"`{name}` must be at most 2**62; got {value}."
+            raise InvalidArgument(msg)
+    if not isinstance(shape, st.SearchStrategy):
+        dims = (shape,) if isinstance(shape, int | np.integer) else shape
+        if not isinstance(dims, tuple) or not all(
+            isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0 for d in dims
+        ):
+            msg = f"`shape` must be an integer >= 0, a tuple of them or a strategy; got {shape!r}."
+            raise InvalidArgument(msg)
     if hi < lo:
         msg = f"`max_value` must be at least min_value = {lo}; got {hi}."
         raise InvalidArgument(msg)
