@@ -689,7 +689,33 @@ def _longrope_parameters(rule: LongRoPE) -> dict[str, Any]:
 # --- one spec per layer -------------------------------------------------------------------
 
 
-def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec | None, ...]:
+def spec_of_layer(
+    config: object,
+    layer: object,
+    *,
+    section_order: SectionOrder | None = None,
+    strict: bool = False,
+) -> RopeSpec:
+    """See `RopeSpec.from_hf` with `layer`: entry `layer` of `specs_per_layer`, or why not."""
+    index = check_int("layer", layer, minimum=0)
+    specs = specs_per_layer(config, section_order=section_order, strict=strict)
+    if index >= len(specs):
+        msg = f"`layer` must be below the config's {len(specs)} layers; got {index}."
+        raise ValueError(msg)
+    spec = specs[index]
+    if spec is None:
+        msg = (
+            f"`layer` {index} of this config applies no RoPE (its family's per-layer flags "
+            f"or its layer type say so; RopeSpec.from_hf_layers lists every layer); "
+            f"got layer={index}."
+        )
+        raise ValueError(msg)
+    return spec
+
+
+def specs_per_layer(
+    config: object, *, section_order: SectionOrder | None = None, strict: bool = False
+) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
     strict = check_bool("strict", strict)
     outer = ConfigReader(config)
@@ -715,7 +741,9 @@ def specs_per_layer(config: object, *, strict: bool = False) -> tuple[RopeSpec |
             result.append(None)  # no RoPE here (or a layer type without RoPE parameters)
             continue
         if kind not in specs:
-            specs[kind] = spec_from_hf(config, layer_type=kind, strict=strict)
+            specs[kind] = spec_from_hf(
+                config, layer_type=kind, section_order=section_order, strict=strict
+            )
         result.append(specs[kind])
     return tuple(result)
 

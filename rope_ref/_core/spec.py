@@ -39,6 +39,15 @@ class _HfConverters(Protocol):
         strict: bool = False,
     ) -> RopeSpec: ...
 
+    def spec_of_layer(
+        self,
+        config: object,
+        layer: object,
+        *,
+        section_order: SectionOrder | None = None,
+        strict: bool = False,
+    ) -> RopeSpec: ...
+
     def specs_per_layer(
         self, config: object, *, strict: bool = False
     ) -> tuple[RopeSpec | None, ...]: ...
@@ -256,6 +265,7 @@ class RopeSpec:
         config: object,
         *,
         layer_type: str | None = None,
+        layer: int | None = None,
         section_order: SectionOrder | None = None,
         strict: bool = False,
     ) -> RopeSpec:
@@ -282,6 +292,11 @@ class RopeSpec:
         layer_type : str, optional
             For configs with one RoPE per layer type (Gemma 3/4): which one, e.g.
             ``"full_attention"``.
+        layer : int, optional
+            The spec of this layer (counted from 0), as `from_hf_layers` gives it: its
+            layer type from the config's ``layer_types``, and a ValueError for a layer
+            without RoPE (Llama 4's and SmolLM3's ``no_rope_layers``). Not with
+            `layer_type`.
         section_order : {"chunked", "interleaved"}, optional
             M-RoPE pair assignment. By default ``"interleaved"`` for Qwen3-VL configs (or an
             ``mrope_interleaved`` flag) and ``"chunked"`` otherwise (Qwen2/2.5-VL).
@@ -327,7 +342,19 @@ class RopeSpec:
         >>> spec.head_dim, spec.base, spec.scaling
         (128, 500000.0, Llama3(factor=8.0, original_max_position=8192, low_freq_factor=1.0, \
 high_freq_factor=4.0))
+        >>> smollm3 = {"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 4,
+        ...            "no_rope_layers": [1, 1, 1, 0]}  # layer 3 applies no RoPE
+        >>> rr.RopeSpec.from_hf(smollm3, layer=0).rotary_dim
+        64
         """
+        if layer is not None:
+            if layer_type is not None:
+                msg = (
+                    "give `layer` or `layer_type`, not both (a layer's type comes from the "
+                    f"config's layer_types); got layer={layer!r}, layer_type={layer_type!r}."
+                )
+                raise ValueError(msg)
+            return _hf().spec_of_layer(config, layer, section_order=section_order, strict=strict)
         return _hf().spec_from_hf(
             config, layer_type=layer_type, section_order=section_order, strict=strict
         )
