@@ -54,7 +54,7 @@ def rounded(x: Any, positions: np.ndarray, **kwargs: bool) -> Any:
 
 
 def assert_close(got: Any, x: Any, positions: np.ndarray, **kwargs: bool) -> None:
-    """`got` is a tensor like `x`, within 4 eps (of x's dtype) of the largest value, of the formula."""
+    """`got` is a tensor like `x`, within 4 eps of its largest value of the formula."""
     assert type(got) is torch.Tensor
     assert got.dtype == x.dtype
     assert got.shape == x.shape
@@ -193,12 +193,15 @@ def test_without_the_kernel_tensors_take_the_reference() -> None:
 
 
 @pytest.mark.usefixtures("no_kernel")
-def test_without_the_kernel_jax_queries_and_keys_take_the_reference() -> None:
-    """apply_rope_qk of JAX float32 arrays with backend="auto": the reference rotates them
+def test_without_the_kernel_jax_arrays_take_the_reference() -> None:
+    """apply_rope(_qk) of JAX float32 arrays with backend="auto": the reference rotates them
     (in float32 on the device where JAX has no float64, hence a bound, not bits)."""
     jax = pytest.importorskip("jax")
     x = tensor((2, 5, 64), torch.float32, seed=5)
     q, k = jax.numpy.asarray(x[:, 3:].numpy()), jax.numpy.asarray(x.numpy())
+    assert_close(
+        torch.from_numpy(np.array(rr.apply_rope(k, SPEC, backend="auto"))), x, np.arange(5)
+    )
     q_rot, k_rot = rr.apply_rope_qk(q, k, SPEC, backend="auto")
     for got, like, positions in ((q_rot, x[:, 3:], np.arange(3, 5)), (k_rot, x, np.arange(5))):
         assert isinstance(got, jax.Array)
@@ -323,3 +326,32 @@ def test_without_ml_dtypes_bfloat16_tensors_take_the_reference(
     half = x.to(torch.bfloat16)
     got = rr.apply_rope(half, SPEC, positions, backend="auto")
     assert torch.equal(got, rounded(half, positions.numpy()))
+
+
+@needs_numba
+def test_arrays_of_other_dtypes_are_refused_by_the_general_path_naming_them() -> None:
+    """Integer tensors, and JAX queries or keys the kernel does not take, reach the
+    general path's dtype check, which names the array."""
+    x = torch.ones((2, 3, 64), dtype=torch.int32)
+    for backend in ("auto", "numba"):
+        with pytest.raises(TypeError, match="`x` must have a real floating dtype"):
+            rr.apply_rope(x, SPEC, backend=backend)
+    jnp = pytest.importorskip("jax.numpy")
+    ints, floats = jnp.ones((2, 3, 64), dtype=jnp.int32), jnp.ones((2, 3, 64), jnp.float32)
+    for q, k, name in ((ints, ints, "q"), (ints, floats, "q"), (floats, ints, "k")):
+        with pytest.raises(TypeError, match=f"`{name}` must have a real floating dtype"):
+            rr.apply_rope_qk(q, k, SPEC, backend="auto")
+
+
+@pytest.mark.usefixtures("first_call")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_numpy_view_of_a_process_s_first_tensor_is_a_view(dtype: Any) -> None:
+    """The view shares the tensor's memory and bits (bfloat16 as ml_dtypes' bfloat16)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = tensor((3, 4), dtype, seed=13)
+    view = cpu_arrays.numpy_view(x)
+    want = {torch.float16: np.float16, torch.bfloat16: ml_dtypes.bfloat16,
+            torch.float32: np.float32, torch.float64: np.float64}[dtype]  # fmt: skip
+    assert view.dtype == np.dtype(want)
+    assert view.ctypes.data == x.data_ptr()
+    np.testing.assert_array_equal(view.astype(np.float64), x.to(torch.float64).numpy())
