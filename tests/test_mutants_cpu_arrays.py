@@ -355,3 +355,44 @@ def test_numpy_view_of_a_process_s_first_tensor_is_a_view(dtype: Any) -> None:
     assert view.dtype == np.dtype(want)
     assert view.ctypes.data == x.data_ptr()
     np.testing.assert_array_equal(view.astype(np.float64), x.to(torch.float64).numpy())
+
+
+@needs_numba
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_positions_with_their_negative_bit_set_are_read_as_their_values(backend: str) -> None:
+    """A lazy negative view of positions (torch._neg_view) stands for its values, as the
+    reference reads it, for queries and keys too."""
+    x = tensor((2, 4, 64), torch.float32, seed=15)
+    positions = torch._neg_view(torch.tensor([-6.0, -2.0, -0.5, -11.0], dtype=torch.float64))
+    assert positions.is_neg()
+    values = np.array([6.0, 2.0, 0.5, 11.0])
+    assert_close(rr.apply_rope(x, SPEC, positions, backend=backend), x, values)
+    k_positions = torch._neg_view(torch.tensor([-1, -5, -3, -8]))
+    q_rot, k_rot = rr.apply_rope_qk(x, x, SPEC, positions, k_positions=k_positions,
+                                    backend=backend)  # fmt: skip
+    assert_close(q_rot, x, values)
+    assert_close(k_rot, x, np.array([1, 5, 3, 8]))
+
+
+@needs_numba
+def test_as_torch_compile_traces_float_cpu_tensors_take_the_operators_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a call is traced, a float CPU tensor goes to the custom operator (the kernel,
+    not the reference); an integer tensor reaches the general path's dtype check; `out=`
+    is never left unwritten behind another result."""
+    monkeypatch.setattr(cpu_arrays, "compiling", lambda: True)
+    monkeypatch.setattr(reference, "rotate", no_reference)
+    x = tensor((2, 5, 64), torch.float32, seed=16)
+    positions = torch.tensor([2, 7, 1, 8, 2])
+    assert_close(rr.apply_rope(x, SPEC, positions, backend="auto"), x, positions.numpy())
+    with pytest.raises(TypeError, match="`x` must have a real floating dtype"):
+        rr.apply_rope(torch.ones((2, 5, 64), dtype=torch.int32), SPEC, positions, backend="auto")
+    for backend in ("auto", "numba"):
+        out = torch.zeros_like(x)
+        try:
+            got = rr.apply_rope(x, SPEC, positions, backend=backend, out=out)
+        except (TypeError, ValueError):  # refused while traced
+            continue
+        assert got is out
+        assert_close(out, x, positions.numpy())
