@@ -231,7 +231,7 @@ def test_forms_the_kernel_does_not_compute_take_the_reference_or_are_refused() -
             call()
     for backend in ("auto", "numba"):
         with pytest.raises(ValueError, match="`form` must be one of"):
-            rr.apply_rope(x, SPEC, form="bogus", backend=backend)  # type: ignore[arg-type]
+            rr.apply_rope(x, SPEC, form="bogus", backend=backend)
 
 
 @needs_numba
