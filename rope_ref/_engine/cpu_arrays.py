@@ -310,7 +310,9 @@ def _as_tensor(result: np.ndarray, like: Any) -> Any:
 def _host(a: Any) -> Any:
     """A tensor or JAX array of positions as NumPy (a view where it can be); else `a`."""
     kind = array_kind(a)
-    if kind == "torch" and a.device.type == "cpu" and not (a.is_neg() or a.is_conj()):
+    if kind == "torch" and a.device.type == "cpu":
+        if a.is_neg() or a.is_conj():  # a lazy view: read its values (a copy)
+            a = a.resolve_neg().resolve_conj()
         return numpy_view(a) if a.dtype in _torch_views else a.detach().numpy()
     if kind == "jax" and jax_arrays.on_one_cpu(a):
         return np.asarray(a)
