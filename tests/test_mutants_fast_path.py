@@ -279,6 +279,16 @@ def test_a_call_inside_one_block_reads_its_rows_in_place() -> None:
     np.testing.assert_allclose(cos[60:64], np.cos(np.outer(np.arange(60, 64), _inv_freq(spec))))
 
 
+def test_an_empty_call_whose_block_overflows_is_an_empty_array() -> None:
+    """Zero tokens at an offset whose block has an angle past float64's largest number
+    rotate nothing, as in the general path (not "need at least one array")."""
+    spec = rr.RopeSpec(2, freqs=[1e307])
+    for offset in (0, 64, 70):
+        got = rr.apply_rope(np.ones((0, 2)), spec, offset=offset, backend="numba")
+        assert got.shape == (0, 2)
+        assert got.dtype == np.float64
+
+
 # ----------------------------------------------------------------------------------------
 # Call geometries: planned once, kept by the spec object, at most MAX_CALLS of them
 # ----------------------------------------------------------------------------------------
