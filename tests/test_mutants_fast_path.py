@@ -192,6 +192,20 @@ def test_pairs_are_written_in_the_spec_s_output_layout() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("sections", [(2, 1, 1), (2, 2)])
+def test_multi_axis_specs_turn_every_axis_by_the_offset_positions(
+    sections: tuple[int, ...],
+) -> None:
+    """Without positions, every axis of a multi-axis spec is at offset + arange(S): pair j
+    turns by the token's position times the default frequency j (the general path's
+    rotation, which the short road does not serve)."""
+    spec = rr.RopeSpec(8, sections=sections)
+    x = np.random.default_rng(14).standard_normal((5, 8))
+    got = rr.apply_rope(x, spec, offset=70, backend="numba")
+    want = _rope(x, _positions(70, 5), 10000.0 ** (-np.arange(0, 8, 2) / 8))
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
 # ----------------------------------------------------------------------------------------
 # Blocks of 64 positions: which are built, and which calls build their own rows
 # ----------------------------------------------------------------------------------------
