@@ -194,7 +194,7 @@ class _OffsetTables:
             parts = [self.block(b) for b in blocks]
             if len(parts) == 1 and parts[0] is not None:
                 return (*parts[0], row)
-            if all(part is not None for part in parts):
+            if parts and all(part is not None for part in parts):  # none: an empty call
                 stop = row + length
                 cos, sin = (np.concatenate([p[i] for p in parts])[row:stop] for i in (0, 1))  # type: ignore[index]
                 cos.flags.writeable = sin.flags.writeable = False  # as cached tables
