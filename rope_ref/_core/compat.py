@@ -36,12 +36,11 @@ def device(x: object) -> Any:
     own partition would not divide.
     """
     dev = array_api_compat.device(x)
-    devices = getattr(dev, "device_set", None)
-    if devices is None or len(devices) < 2 or getattr(dev, "is_fully_replicated", True):
+    if getattr(dev, "is_fully_replicated", True):  # not JAX's, one device, or whole on each
         return dev
     from jax.sharding import Mesh, NamedSharding, PartitionSpec  # x is a JAX array
 
-    mesh = Mesh(np.array(sorted(devices, key=lambda d: d.id)), ("devices",))
+    mesh = Mesh(np.array(sorted(dev.device_set, key=lambda d: d.id)), ("devices",))
     return NamedSharding(mesh, PartitionSpec())  # type: ignore[no-untyped-call]
 
 
