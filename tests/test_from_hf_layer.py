@@ -59,3 +59,15 @@ def test_layer_and_layer_type_are_not_given_together() -> None:
     """A layer's type comes from the config: both at once is a ValueError naming both."""
     with pytest.raises(ValueError, match=re.escape("give `layer` or `layer_type`, not both")):
         rr.RopeSpec.from_hf(SMOLLM3, layer=1, layer_type="full_attention")
+
+
+def test_a_config_of_2_to_the_20_layers_is_read_and_one_more_is_refused() -> None:
+    """The documented limit on ``num_hidden_layers`` (docs/api.md, Limits): 2**20 layers
+    give 2**20 specs; one more is refused naming the key and the limit."""
+    config = {"model_type": "llama", "head_dim": 64, "num_hidden_layers": 2**20}
+    specs = rr.RopeSpec.from_hf_layers(config)
+    assert len(specs) == 2**20
+    assert specs[-1] == rr.RopeSpec.from_hf(config, layer=2**20 - 1) == rr.RopeSpec(64)
+    config["num_hidden_layers"] = 2**20 + 1
+    with pytest.raises(ValueError, match=r"num_hidden_layers.*at most 2\*\*20 = 1048576"):
+        rr.RopeSpec.from_hf_layers(config)
