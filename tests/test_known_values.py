@@ -229,16 +229,21 @@ def test_seed_002_sinusoidal_embedding():
     assert abs(got[3, 2] - float(mpmath.sin(mpmath.mpf(3) / 100))) <= 1e-15
 
 
-@pytest.mark.parametrize(("base", "d"), [(10000.0, 4096), (500000.0, 1000), (1000000.5, 96)])
-def test_inv_freq_settles_every_frequency_when_the_first_digits_do_not(monkeypatch, base, d):
-    # Started at 17 digits, too few to round many of these frequencies, the retries with
-    # more digits still give each one rounded once from the exact power (mpmath at 400 bits,
-    # rounded by Fraction's exact conversion).
+@pytest.mark.parametrize(
+    ("base", "d", "first"),
+    [(10000.0, 4096, 17), (500000.0, 1000, 17), (1000000.5, 96, 17), (10000.0, 8192, 15)],
+)
+def test_inv_freq_settles_every_frequency_when_the_first_digits_do_not(monkeypatch, base, d, first):
+    # Started at 17 or 15 digits, too few to round many of these frequencies, the retries
+    # with more digits still give each one rounded once from the exact power (mpmath at 400
+    # bits, rounded by Fraction's exact conversion). At 15 digits the error bound's `+ 1`
+    # matters: the frequencies near 1 (|x| small) are off by up to half a unit of the 15th
+    # digit, which a bound of |x| units alone lets through.
     from fractions import Fraction
 
     from rope_ref._core import frequencies
 
-    monkeypatch.setattr(frequencies, "FIRST_DIGITS", 17)
+    monkeypatch.setattr(frequencies, "FIRST_DIGITS", first)
     got = frequencies._default_inv_freq.__wrapped__(base, d)
     with mpmath.workprec(400):
         for j, g in enumerate(got):
