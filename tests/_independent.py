@@ -54,6 +54,23 @@ def rope_half(x: np.ndarray, positions: np.ndarray, theta: np.ndarray) -> np.nda
     return np.concatenate([a * c - b * s, b * c + a * s, x[..., 2 * n :]], axis=-1)
 
 
+def rotate_pairs(x: np.ndarray, angles: np.ndarray, layout: str = "half") -> np.ndarray:
+    """Turn the pairs of `x` by `angles` (shape ``x.shape[:-1] + (n,)``), in float64.
+
+    The pairs are features ``(j, j + n)`` (``"half"``) or ``(2j, 2j + 1)``
+    (``"interleaved"``) of the first ``2n``; features past them are copied.
+    """
+    n = angles.shape[-1]
+    head, rest = x[..., : 2 * n], x[..., 2 * n :]
+    a, b = (
+        (head[..., :n], head[..., n:]) if layout == "half" else (head[..., 0::2], head[..., 1::2])
+    )
+    cos, sin = np.cos(angles), np.sin(angles)
+    a2, b2 = a * cos - b * sin, b * cos + a * sin
+    turned = np.concatenate([a2, b2], axis=-1) if layout == "half" else np.stack([a2, b2], axis=-1)
+    return np.concatenate([turned.reshape(head.shape), rest], axis=-1)
+
+
 def rope_tolerance(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Per-element bound for a float64 rotation rounded once to `dtype`.
 

@@ -17,6 +17,7 @@ from rope_ref.testing import diagnose
 from rope_ref.testing._diagnose_numeric import round_to
 from rope_ref.testing._diagnose_variants import ranges
 from rope_ref.testing._explain import wrap
+from tests._independent import rotate_pairs
 
 # -- the helpers the messages and the candidates are built with --------------------------------
 
@@ -179,17 +180,6 @@ def _inv(d, base=10000.0):
     return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
 
 
-def _rotate(x, angles, layout="half"):
-    """Rotate the pairs of `x` by `angles` (shape ``x.shape[:-1] + (n,)``), float64."""
-    n = angles.shape[-1]
-    a, b = (x[..., :n], x[..., n:]) if layout == "half" else (x[..., 0::2], x[..., 1::2])
-    cos, sin = np.cos(angles), np.sin(angles)
-    a2, b2 = a * cos - b * sin, b * cos + a * sin
-    if layout == "half":
-        return np.concatenate([a2, b2], axis=-1)
-    return np.stack([a2, b2], axis=-1).reshape(x.shape)
-
-
 P = np.array([0, 1, 2, 3, 5, 8, 13, 100, 1000, 4000])
 
 
@@ -213,7 +203,7 @@ def test_an_inverse_rotation_with_another_base_is_fitted():
     can then be fitted: 12345 is not a common one)."""
     d = 32
     x = np.random.default_rng(21).uniform(-1.0, 1.0, (P.size, d))
-    y = _rotate(x, -P[:, None] * _inv(d, 12345.0))
+    y = rotate_pairs(x, -P[:, None] * _inv(d, 12345.0))
     found = diagnose(y, x, rr.RopeSpec(d), P, inverse=True)
     assert found is not None
     assert found.cause == "frequencies"
@@ -225,7 +215,7 @@ def test_an_inverse_rotation_with_another_linear_factor_is_fitted():
     (factor 5 is not among the common ones: it must be fitted)."""
     d = 32
     x = np.random.default_rng(22).uniform(-1.0, 1.0, (P.size, d))
-    y = _rotate(x, -P[:, None] * _inv(d) / 5.0)
+    y = rotate_pairs(x, -P[:, None] * _inv(d) / 5.0)
     spec = rr.RopeSpec(d, scaling=rr.scaling.Linear(2.0))
     found = diagnose(y, x, spec, P, inverse=True)
     assert found is not None
@@ -242,7 +232,7 @@ def test_an_inverse_rotation_from_a_clamped_table_is_found():
     spec = rr.RopeSpec(8, base=100.0)
     p = np.array([0, 500, 1000, 1500, 2000, 2500, 3000, 3200, 3500])
     x = np.random.default_rng(23).uniform(-1.0, 1.0, (p.size, 8))
-    y = _rotate(x, -np.minimum(p, 3124)[:, None] * _inv(8, 100.0))
+    y = rotate_pairs(x, -np.minimum(p, 3124)[:, None] * _inv(8, 100.0))
     found = diagnose(y, x, spec, p, inverse=True)
     assert found is not None
     assert found.cause == "position_range"
@@ -259,7 +249,7 @@ def _x(shape, seed):
 def test_a_rotation_over_the_whole_head_for_a_partial_spec_names_both_ranges():
     """Catches: the range tried, or the range named, off by a pair or at the wrong start."""
     x, p = _x((6, 16), 30), np.arange(6) * 7
-    y = _rotate(x, p[:, None] * _inv(16))  # all 16 features, where the spec rotates 8
+    y = rotate_pairs(x, p[:, None] * _inv(16))  # all 16 features, where the spec rotates 8
     found = diagnose(y, x, rr.RopeSpec(16, rotary_dim=8), p)
     assert found is not None
     assert found.cause == "rotary_dim"
@@ -273,7 +263,7 @@ def test_changed_pass_through_features_are_listed_first_eight():
     """Catches: the pass-through check skipped or inverted, or the list cut elsewhere."""
     x, p = _x((6, 32), 31), np.arange(6) * 7
     y = x.copy()
-    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, :8] = rotate_pairs(x[:, :8], p[:, None] * _inv(8))
     y[:, 8:] *= 2.0  # the pass-through features doubled
     found = diagnose(y, x, rr.RopeSpec(32, rotary_dim=8), p)
     assert found is not None
@@ -296,7 +286,7 @@ def test_a_result_equal_to_x_everywhere_says_no_row_was_rotated():
 
 def test_non_finite_and_zeros_count_their_elements():
     spec, x, p = rr.RopeSpec(16), _x((4, 16), 33), np.arange(4) * 3 + 1
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     bad = y.copy()
     bad[1, 2], bad[3, 0] = np.nan, -np.inf
     found = diagnose(bad, x, spec, p)
@@ -314,7 +304,7 @@ def test_non_finite_and_zeros_count_their_elements():
 def test_an_unexplained_mismatch_names_the_failing_rows_and_pairs():
     """Catches: the failing and passing rows swapped or merged, the pairs not listed."""
     x, p = _x((6, 16), 34), np.arange(6) * 10
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[4:, 3] += 0.3  # pair 3 of the rows at positions 40 and 50 corrupted
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -329,7 +319,7 @@ def _mrope(x, grid, sections, base=10000.0):
     """Chunked M-RoPE written out: pair j turns with the axis whose section holds it."""
     d = x.shape[-1]
     axis = np.repeat(np.arange(len(sections)), sections)
-    return _rotate(x, grid[:, axis] * _inv(d, base))
+    return rotate_pairs(x, grid[:, axis] * _inv(d, base))
 
 
 GRID = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
@@ -347,7 +337,7 @@ def test_multi_axis_positions_read_in_another_axis_order_are_named():
 @pytest.mark.parametrize("axis", [0, 2])
 def test_multi_axis_positions_collapsed_to_one_axis_name_that_axis(axis):
     x = _x((GRID.shape[0], 16), 36)
-    y = _rotate(x, GRID[:, axis : axis + 1] * _inv(16))
+    y = rotate_pairs(x, GRID[:, axis : axis + 1] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
     assert found is not None
     assert found.cause == "sections"
@@ -369,7 +359,7 @@ def _bf16(values):
 def test_angles_built_in_bfloat16_say_which_step_was_rounded(angles, what):
     """Catches: a rounding candidate dropped, or its message given to another."""
     x, p = _x((12, 16), 37), np.arange(0, 3000, 250)[:, None]
-    y = _rotate(x, angles(p.astype(np.float64), _inv(16)))
+    y = rotate_pairs(x, angles(p.astype(np.float64), _inv(16)))
     found = diagnose(y, x, rr.RopeSpec(16), p[:, 0])
     assert found is not None
     assert found.cause == "precision"
@@ -378,7 +368,7 @@ def test_angles_built_in_bfloat16_say_which_step_was_rounded(angles, what):
 
 def test_an_exponent_stepping_by_one_over_d_is_named():
     x, p = _x((6, 16), 38), np.arange(6) * 3
-    y = _rotate(x, p[:, None] * 10000.0 ** (-np.arange(8) / 16))
+    y = rotate_pairs(x, p[:, None] * 10000.0 ** (-np.arange(8) / 16))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "frequencies"
@@ -394,11 +384,11 @@ def test_one_pair_at_another_frequency_names_that_pair_and_both_frequencies():
     theta = _inv(16)
     wrong = theta.copy()
     wrong[2] *= 1.5  # 0.1 rad per position becomes 0.15
-    found = diagnose(_rotate(x, p[:, None] * wrong), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, p[:, None] * wrong), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "frequencies"
     assert "pair 2 turns by 0.15 rad per position, the spec says 0.1 " in found.message
-    found = diagnose(_rotate(x[1:2], p[1:2, None] * wrong), x[1:2], rr.RopeSpec(16), p[1:2])
+    found = diagnose(rotate_pairs(x[1:2], p[1:2, None] * wrong), x[1:2], rr.RopeSpec(16), p[1:2])
     assert found is not None
     assert found.cause != "frequencies"
 
@@ -423,7 +413,7 @@ def test_dynamic_ntk_with_another_context_length_is_named():
     x = _x((p.size, d), 41)
     x[:, [7, 15]] = 0.0
     ratio = 2.0 * 6001 / 2048 - 1.0
-    y = _rotate(x, p[:, None] * _inv(d, 10000.0 * ratio ** (d / (d - 2))))
+    y = rotate_pairs(x, p[:, None] * _inv(d, 10000.0 * ratio ** (d / (d - 2))))
     spec = rr.RopeSpec(d, scaling=rr.scaling.DynamicNTK(2.0, max_position=4096))
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -451,7 +441,7 @@ def test_an_inverted_yarn_ramp_names_the_fast_and_the_slow_pairs():
     inverted = inv / factor * (1 - ramp) + inv * ramp  # fast pairs slowed, slow ones kept
     p = np.array([0, 1, 2, 3, 7, 50, 300, 1000])
     x = _x((p.size, d), 42)
-    y = _rotate(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
+    y = rotate_pairs(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
     spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(factor, original_max_position=original))
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -471,14 +461,14 @@ def test_positions_past_what_float32_can_check_name_the_first_and_the_limit():
     limit = math.floor((0.5 - 4 * eps) / (2 * eps) - 1)
     spec, p = rr.RopeSpec(16), np.array([5, 2**23 + 1])
     x = _x((2, 16), 43).astype(np.float32)
-    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
     found = diagnose(y, x, spec, p)
     assert found is not None
     assert found.cause == "not_checkable"
     assert found.message.startswith("not checkable here: from position 8388609 the float32 ")
     assert f"this spec is checkable up to position {limit}; check larger" in found.message
     p = np.array([5, 1_500_000])
-    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
     assert diagnose(y, x, spec, p) is None  # checkable, and right
     found = diagnose(y, x, spec, p, position_dtype="float32")
     assert found is not None
@@ -498,7 +488,7 @@ def test_a_float32_grid_is_named_with_how_far_its_positions_are_off():
     assert np.any(grid32 != exact)  # float32 steps off the meant grid
     freqs = np.linspace(1.0, 64.0, 8) * np.pi
     x = _x((n, 16), 44)
-    y = _rotate(x, grid32.astype(np.float64)[:, None] * freqs)
+    y = rotate_pairs(x, grid32.astype(np.float64)[:, None] * freqs)
     found = diagnose(y, x, rr.RopeSpec(16, freqs=freqs), exact)
     assert found is not None
     assert found.cause == "position_precision"
@@ -584,7 +574,7 @@ def test_a_linear_result_under_a_yarn_factor_below_one_is_not_an_inverted_ramp()
     for a factor of at most 1 (HF's get_mscale)."""
     d, p = 32, np.array([0, 1, 2, 3, 7, 50, 300, 1000])
     x = _x((p.size, d), 48)
-    y = _rotate(x, p[:, None] * _inv(d) / 0.5)
+    y = rotate_pairs(x, p[:, None] * _inv(d) / 0.5)
     spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(0.5, original_max_position=256))
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -610,7 +600,7 @@ def test_a_pair_in_the_middle_of_an_inverted_ramp_is_told_with_the_slow_ones():
     inverted = inv / factor * (1 - ramp) + inv * ramp
     p = np.array([0, 1, 2, 3, 7, 50, 300, 1000, 3000])
     x = _x((p.size, d), 49)
-    y = _rotate(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
+    y = rotate_pairs(x, p[:, None] * inverted) * (0.1 * math.log(factor) + 1.0)
     spec = rr.RopeSpec(d, scaling=rr.scaling.YaRN(factor, original_max_position=original))
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -632,7 +622,7 @@ def test_an_alternative_explains_a_result_within_twice_its_error_model(share, na
     largest angle is p + 1 (the first pair turns 1 rad per position)."""
     eps = 2.0**-52
     x, p = _x((6, 16), 50), np.arange(6) * 5 + 3
-    y = _rotate(x, (p + 1)[:, None] * _inv(16))
+    y = rotate_pairs(x, (p + 1)[:, None] * _inv(16))
     row, feature = 5, 2
     norm = math.hypot(x[row, feature], x[row, feature + 8])
     y[row, feature] += share * norm * (2 * eps * (p[row] + 1 + 1) + 4 * eps)
@@ -650,7 +640,7 @@ def test_each_common_base_is_tried_where_no_base_can_be_fitted(used, told):
     Only positions of hundreds and more are given: every pair has turned past pi, so the
     frequencies cannot be read off the result and only the common bases can name it."""
     x, p = _x((4, 16), 51), np.array([0, 700, 1500, 4000])
-    y = _rotate(x, p[:, None] * _inv(16, used))
+    y = rotate_pairs(x, p[:, None] * _inv(16, used))
     found = diagnose(y, x, rr.RopeSpec(16, base=told), p)
     assert found is not None
     assert found.cause == "frequencies"
@@ -667,7 +657,7 @@ def test_positions_held_in_16_bits_name_where_the_format_stops_being_exact(name,
     held = p.astype(np.float32).astype(getattr(ml_dtypes, name, np.float16)).astype(np.float64)
     assert np.any(held != p)
     x = _x((p.size, 16), 52)
-    found = diagnose(_rotate(x, held[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, held[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "precision"
     assert found.message.startswith(
@@ -680,13 +670,13 @@ def test_a_default_base_where_its_square_root_was_told_is_a_base_mistake():
     same frequencies when the spec's base squared is a common base: told base 100, a
     result at base 10**4 is the default base; told 10**4, a result at 10**8 is the exponent."""
     x, p = _x((8, 16), 53), np.arange(8) * 3
-    found = diagnose(_rotate(x, p[:, None] * _inv(16, 1e4)), x, rr.RopeSpec(16, base=100.0), p)
+    found = diagnose(rotate_pairs(x, p[:, None] * _inv(16, 1e4)), x, rr.RopeSpec(16, base=100.0), p)
     assert found is not None
     assert found.message == (
         "the frequencies follow base 10000 instead of the spec's base 100 (rope_theta / base "
         "not passed through)."
     )
-    found = diagnose(_rotate(x, p[:, None] * _inv(16, 1e8)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, p[:, None] * _inv(16, 1e8)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.message.startswith("theta_j = base^(-2j/8) instead of base^(-2j/16)")
 
@@ -698,7 +688,7 @@ def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
     d, p = 32, np.arange(0, 50000, 4999)
     x = _x((p.size, d), 54)
     angles32 = (p.astype(np.float32)[:, None] * _inv(d).astype(np.float32)).astype(np.float64)
-    found = diagnose(_rotate(x, angles32), x, rr.RopeSpec(d), p)
+    found = diagnose(rotate_pairs(x, angles32), x, rr.RopeSpec(d), p)
     assert found is not None
     assert found.cause == "precision"
     assert found.message == (
@@ -760,7 +750,9 @@ def test_a_rotated_range_at_another_start_or_width_is_named(spec, start, width, 
     x, p = _x((6, 16), 56), np.arange(6) * 7 + 1
     x[:, list(zero)] = 0.0
     y = x.copy()
-    y[:, start : start + width] = _rotate(x[:, start : start + width], p[:, None] * _inv(width))
+    y[:, start : start + width] = rotate_pairs(
+        x[:, start : start + width], p[:, None] * _inv(width)
+    )
     found = diagnose(y, x, spec, p)
     assert found is not None
     assert found.cause == "rotary_dim"
@@ -775,7 +767,7 @@ def test_rows_near_x_but_not_equal_to_it_are_not_called_identity():
     """Catches: the identity test of a row loosened (x within more than the tolerance): rows
     past position 20 that are x plus a small disturbance were not left unrotated."""
     x, p = _x((8, 16), 57), np.array([0, 5, 10, 20, 30, 40, 50, 60])
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[4:] = x[4:] + 0.05 * _x((4, 16), 58)
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -801,7 +793,7 @@ def test_a_rule_the_spec_lacks_is_found_at_the_shorter_common_context_length():
     """Catches: the context lengths tried without a rule in the spec (8192, then 4096)."""
     d, p = 32, np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
     x = _x((p.size, d), 59)
-    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d), 8.0, 4096))
+    y = rotate_pairs(x, p[:, None] * _llama3_freqs(_inv(d), 8.0, 4096))
     found = diagnose(y, x, rr.RopeSpec(d), p)
     assert found is not None
     assert found.cause == "scaling"

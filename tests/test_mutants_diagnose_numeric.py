@@ -15,6 +15,7 @@ import pytest
 import rope_ref as rr
 from rope_ref.testing import diagnose
 from rope_ref.testing._compare import compare, setup
+from tests._independent import rotate_pairs
 
 
 def _x(shape, seed):
@@ -23,14 +24,6 @@ def _x(shape, seed):
 
 def _inv(d, base=10000.0):
     return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-
-
-def _rotate(x, angles):
-    """Rotate the pairs (j, j + n) of `x` by `angles` (shape ``x.shape[:-1] + (n,)``)."""
-    n = angles.shape[-1]
-    a, b = x[..., :n], x[..., n : 2 * n]
-    cos, sin = np.cos(angles), np.sin(angles)
-    return np.concatenate([a * cos - b * sin, b * cos + a * sin, x[..., 2 * n :]], axis=-1)
 
 
 def _bf16(v):
@@ -54,7 +47,7 @@ def test_bfloat16_angles_under_an_attention_factor_are_named_precision():
     rule = rr.scaling.LongRoPE(
         [1.0] * 8, [1.0] * 8, original_max_position=8192, attention_factor=1.5
     )
-    y = _rotate(x, _bf16(p[:, None] * _inv(16))) * 1.5
+    y = rotate_pairs(x, _bf16(p[:, None] * _inv(16))) * 1.5
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rule), p)
     assert found is not None
     assert found.cause == "precision"
@@ -68,7 +61,7 @@ def test_a_grid_off_by_more_than_float32_allows_is_not_a_float32_grid(share, nam
     (the next dtype tried, bfloat16, is the one whose allowance holds them)."""
     x, p = _x((12, 16), 2), np.arange(12) * 0.75 + 0.5
     delta = share * 2.0 * 2.0**-23 * (p.max() + 1.0) * np.where(np.arange(12) % 2, 1.0, -1.0)
-    found = diagnose(_rotate(x, (p + delta)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, (p + delta)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "position_precision"
     assert found.message.startswith(f"the errors fit positions rounded to {name} by")
@@ -80,7 +73,7 @@ def test_a_grid_off_by_more_than_float32_allows_is_not_a_float32_grid(share, nam
 def test_positions_held_in_a_half_precision_name_where_it_stops_being_exact(rounded, name, exact):
     """Catches: the largest exact integer of float16 (2**11) or bfloat16 (2**8) misstated."""
     x, p = _x((12, 16), 3), np.arange(0, 6000, 500) + 3.0
-    found = diagnose(_rotate(x, rounded(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, rounded(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "precision"
     assert found.message.startswith(
@@ -98,7 +91,7 @@ def test_an_arange_in_bfloat16_plus_an_offset_is_named(shape, seq_axis):
     twice = _bf16(_bf16(1001.0) + _bf16(p - 1001.0))
     assert not np.array_equal(twice, _bf16(p))
     x = _x(shape, 4)
-    y = _rotate(x, twice[:, None] * _inv(16))
+    y = rotate_pairs(x, twice[:, None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16), p, seq_axis=seq_axis)
     assert found is not None
     assert found.cause == "precision"
@@ -112,7 +105,7 @@ def test_an_arange_in_bfloat16_plus_an_offset_is_named(shape, seq_axis):
 
 def _base_found(x, p, base, spec=None):
     spec = rr.RopeSpec(x.shape[-1]) if spec is None else spec
-    found = diagnose(_rotate(x, p[:, None] * _inv(x.shape[-1], base)), x, spec, p)
+    found = diagnose(rotate_pairs(x, p[:, None] * _inv(x.shape[-1], base)), x, spec, p)
     assert found is not None
     assert found.cause == "frequencies"
     return found.message
@@ -168,7 +161,7 @@ def test_a_base_is_fitted_for_two_pairs_and_below_two(d, base, p):
 def test_a_single_pair_at_half_its_frequency_is_linear_scaling():
     """Catches: a base fitted from the pairs after the first when there are none."""
     x, p = _x((4, 2), 10), np.arange(1.0, 5.0)
-    found = diagnose(_rotate(x, p[:, None] * 0.5), x, rr.RopeSpec(2), p)
+    found = diagnose(rotate_pairs(x, p[:, None] * 0.5), x, rr.RopeSpec(2), p)
     assert found is not None
     assert found.cause == "scaling"
     assert found.message.startswith("the result follows Linear(factor=2.0), but the spec says no")
@@ -188,7 +181,7 @@ P = np.array([0.0, 1, 2, 3, 5, 8, 13, 100, 1000, 4000])
 def test_a_doubled_exponent_states_the_squared_base():
     """Catches: the squared base in the message computed as anything else (10000^2 = 1e8)."""
     x = _x((P.size, 16), 12)
-    y = _rotate(x, P[:, None] * 10000.0 ** (-np.arange(8) / 4))
+    y = rotate_pairs(x, P[:, None] * 10000.0 ** (-np.arange(8) / 4))
     found = diagnose(y, x, rr.RopeSpec(16), P)
     assert found is not None
     assert "the same as base 10000^2 = 1e+08, but the fix is" in found.message
@@ -206,7 +199,7 @@ def test_a_doubled_exponent_under_a_scaling_rule_is_tried_after_the_bases():
     Under LongRoPE (every pair's frequency halved, cos and sin times 1.5) the base 10^6
     candidate halves the frequencies; the result does not: it is 1000^(-4j/16) times 1.5."""
     x = _x((P.size, 16), 14)
-    y = _rotate(x, P[:, None] * 1000.0 ** (-np.arange(8) / 4)) * 1.5
+    y = rotate_pairs(x, P[:, None] * 1000.0 ** (-np.arange(8) / 4)) * 1.5
     rule = rr.scaling.LongRoPE(
         [2.0] * 8, [2.0] * 8, original_max_position=8192, attention_factor=1.5
     )
@@ -222,7 +215,7 @@ def test_a_result_just_outside_tolerance_is_not_the_spec_s_own_base():
     its tolerance was told "the frequencies follow base 10000 instead of the spec's base
     10000"."""
     x, p, spec = _x((4, 16), 15), np.arange(4.0), rr.RopeSpec(16)
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[3, 0] += 1.5 * compare(y, setup(x, spec, p)).tolerance[3, 0]
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -240,7 +233,7 @@ def _angles_off(pmax, share, eps, **kwargs):
     x = rng.uniform(-1.0, 1.0, (p.size, 16))
     angles = p[:, None] * _inv(16)
     angles = angles * (1.0 + share * eps * rng.choice([-1.0, 1.0], angles.shape))
-    return diagnose(_rotate(x, angles), x, rr.RopeSpec(16), p, **kwargs)
+    return diagnose(rotate_pairs(x, angles), x, rr.RopeSpec(16), p, **kwargs)
 
 
 BF16_BOUND = "fit angles computed in bfloat16 (about 0.0078 x |angle| rad): build positions * "
@@ -282,7 +275,7 @@ def _float32_result(seed, off):
     rng = np.random.default_rng(seed)
     p = np.arange(0.0, 1200.0, 100.0)
     x = rng.uniform(-1.0, 1.0, (p.size, 16)).astype(np.float32)
-    y = off(_rotate(x.astype(np.float64), p[:, None] * _inv(16)), rng)
+    y = off(rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)), rng)
     return diagnose(y.astype(np.float32), x, rr.RopeSpec(16), p)
 
 
@@ -316,7 +309,7 @@ def _one_pair_off(p, pair, times, seed=18):
     x = _x((p.size, 16), seed)
     theta = _inv(16)
     theta[pair] *= times
-    return diagnose(_rotate(x, p[:, None] * theta), x, rr.RopeSpec(16), p)
+    return diagnose(rotate_pairs(x, p[:, None] * theta), x, rr.RopeSpec(16), p)
 
 
 @pytest.mark.parametrize(
@@ -374,7 +367,7 @@ def test_multi_axis_positions_held_in_bfloat16_are_named():
     pairs 2-4 with axis 1, pairs 5-7 with axis 2."""
     x = _x((12, 16), 21)
     axis_of_pair = np.array([0, 0, 1, 1, 1, 2, 2, 2])
-    y = _rotate(x, _bf16(GRID)[:, axis_of_pair] * _inv(16))
+    y = rotate_pairs(x, _bf16(GRID)[:, axis_of_pair] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
     assert found is not None
     assert found.cause == "precision"
@@ -392,7 +385,7 @@ def test_xpos_positions_held_in_bfloat16_are_named():
     zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
     held = _bf16(p)
     scale = zeta ** ((held[:, None] - np.floor((p.max() + 1) / 2)) / scale_base)
-    y = _rotate(x, held[:, None] * _inv(d))
+    y = rotate_pairs(x, held[:, None] * _inv(d))
     y = y * np.concatenate([scale, scale], axis=-1)
     spec = rr.RopeSpec(d, xpos=rr.XPos(scale_base=scale_base))
     found = diagnose(y, x, spec, p, role="query")
@@ -437,7 +430,9 @@ def test_a_scaling_mistake_says_which_rule_and_why(rule, times, message):
     that the spec lacks, a rule not applied, a rule of another family). The results are the
     plain frequencies times 1/4 (linear scaling by 4) or times 1."""
     x = _x((P.size, 16), 24)
-    found = diagnose(_rotate(x, P[:, None] * _inv(16) * times), x, rr.RopeSpec(16, scaling=rule), P)
+    found = diagnose(
+        rotate_pairs(x, P[:, None] * _inv(16) * times), x, rr.RopeSpec(16, scaling=rule), P
+    )
     assert found is not None
     assert found.cause == "scaling"
     assert found.message == message
@@ -461,7 +456,7 @@ def test_llama3_with_a_fitted_factor_is_tried_at_both_common_lengths(length):
     """Catches: the two context lengths tried for a rule without one (8192 and 4096) changed.
     The factor 8 is read off the slowest pair (the others keep or nearly keep theirs)."""
     x = _x((P.size, 16), 25)
-    y = _rotate(x, P[:, None] * _llama3(_inv(16), 8.0, length))
+    y = rotate_pairs(x, P[:, None] * _llama3(_inv(16), 8.0, length))
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
     assert found is not None
     assert found.cause == "scaling"
@@ -480,7 +475,7 @@ def _pair_at_random_angles(d, pair, seed):
     x = rng.uniform(-1.0, 1.0, (6, d))
     angles = p[:, None] * _inv(d)
     angles[:, pair] = rng.uniform(-3.0, 3.0, 6)  # no frequency turns it like this
-    return diagnose(_rotate(x, angles), x, rr.RopeSpec(d), p)
+    return diagnose(rotate_pairs(x, angles), x, rr.RopeSpec(d), p)
 
 
 @pytest.mark.parametrize(("d", "pair", "good"), [(4, 1, "0"), (16, 3, "0-2, 4-7")])
@@ -500,7 +495,7 @@ def test_a_pair_with_other_values_is_not_told_as_turned():
     rng = np.random.default_rng(27)
     p = np.arange(6.0)
     x = rng.uniform(-1.0, 1.0, (6, 16))
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[:, [3, 11]] = rng.uniform(-1.0, 1.0, (6, 2))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -514,7 +509,7 @@ def test_ntk_aware_scaling_is_fitted_from_the_slowest_pair():
     scaling by 6 (base * 6^(d / (d - 2))) slows the last pair by exactly 6 and the median
     pair by less; 6 is no common factor."""
     x = _x((P.size, 16), 28)
-    y = _rotate(x, P[:, None] * _inv(16, 10000.0 * 6.0 ** (16 / 14)))
+    y = rotate_pairs(x, P[:, None] * _inv(16, 10000.0 * 6.0 ** (16 / 14)))
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
     assert found is not None
     assert found.cause == "scaling"
@@ -550,7 +545,7 @@ def test_a_multi_axis_result_with_other_pair_axes_names_them(axis_of_pair, messa
     swapped. Sections (4, 2, 2) interleaved (Qwen3-VL): pair j turns with axis 1 where
     j % 3 == 1 and j < 6, axis 2 where j % 3 == 2 and j < 6, else axis 0."""
     x = _x((12, 16), 29)
-    y = _rotate(x, SMALL_GRID[:, axis_of_pair] * _inv(16))
+    y = rotate_pairs(x, SMALL_GRID[:, axis_of_pair] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 2, 2)), SMALL_GRID)
     assert found is not None
     assert found.cause == "sections"
@@ -568,7 +563,7 @@ def test_a_linear_factor_is_read_up_the_positions(zero_at):
     x = _x((P.size, 16), 30)
     if zero_at is not None:
         x[np.equal(P, zero_at), 7] = x[np.equal(P, zero_at), 15] = 0.0
-    y = _rotate(x, P[:, None] * _inv(16) / 5.0)
+    y = rotate_pairs(x, P[:, None] * _inv(16) / 5.0)
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), P)
     assert found is not None
     assert found.cause == "scaling"
@@ -582,7 +577,7 @@ def test_a_linear_factor_below_two_is_fitted():
     """Catches: fitted factors just above 1 (here 1.5, no common one) dropped by a threshold
     set too high; only factors within 1e-3 of 1 are too close to tell from no scaling."""
     x = _x((P.size, 16), 31)
-    y = _rotate(x, P[:, None] * _inv(16) / 1.5)
+    y = rotate_pairs(x, P[:, None] * _inv(16) / 1.5)
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(4.0)), P)
     assert found is not None
     assert found.message == (

@@ -17,6 +17,7 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
+from tests._independent import rotate_pairs
 
 F64 = npt.NDArray[np.float64]
 
@@ -27,14 +28,6 @@ def _x(shape: tuple[int, ...], seed: int) -> F64:
 
 def _inv(d: int, base: float = 10000.0) -> F64:
     return np.asarray(base ** (-np.arange(0, d, 2, dtype=np.float64) / d), dtype=np.float64)
-
-
-def _rotate(x: F64, angles: F64) -> F64:
-    """Rotate the pairs ``(j, j + n)`` of `x` (half layout) by `angles`, in float64."""
-    n = angles.shape[-1]
-    a, b = x[..., :n], x[..., n:]
-    cos, sin = np.cos(angles), np.sin(angles)
-    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
 
 
 def _llama3_freqs(inv: F64, factor: float, original: int) -> F64:
@@ -60,7 +53,7 @@ def test_each_common_context_length_is_tried_with_the_specs_factor(length: int) 
     d, base = 32, 5e5
     p = np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
     x = _x((p.size, d), 1)
-    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d, base), 8.0, length))
+    y = rotate_pairs(x, p[:, None] * _llama3_freqs(_inv(d, base), 8.0, length))
     spec = rr.RopeSpec(d, base=base, scaling=rr.scaling.Llama3(8.0, original_max_position=1024))
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -81,7 +74,7 @@ def test_each_common_factor_is_tried_where_no_factor_can_be_fitted(factor: float
     p = np.array([0, 1, 2, 3, 5, 9, 40, 300, 2000, 9000])
     x = _x((p.size, 16), 2)
     x[:, [7, 15]] = 0.0
-    y = _rotate(x, p[:, None] * _inv(16) / factor)
+    y = rotate_pairs(x, p[:, None] * _inv(16) / factor)
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(3.0)), p)
     assert found is not None
     assert found.cause == "scaling"
@@ -100,7 +93,7 @@ GRID = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3,
 def _mrope(x: F64, grid: npt.NDArray[np.int64], sections: tuple[int, ...]) -> F64:
     """Chunked M-RoPE written out: pair j turns with the axis whose section holds it."""
     axis = np.repeat(np.arange(len(sections)), sections)
-    return _rotate(x, grid[:, axis] * _inv(x.shape[-1]))
+    return rotate_pairs(x, grid[:, axis] * _inv(x.shape[-1]))
 
 
 @pytest.mark.parametrize(
@@ -132,7 +125,7 @@ def test_each_common_section_split_is_tried(
 def _linear_without_rule(p: F64, factor: float, seed: int) -> str | None:
     """The diagnosis of linear interpolation by `factor`, checked without a rule (d = 16)."""
     x = _x((p.size, 16), seed)
-    y = _rotate(x, p[:, None] * _inv(16) / factor)
+    y = rotate_pairs(x, p[:, None] * _inv(16) / factor)
     found = diagnose(y, x, rr.RopeSpec(16), p)
     return None if found is None else str(found)
 
@@ -177,7 +170,7 @@ def test_the_ladder_reads_each_pair_off_the_rows_where_it_is_non_zero() -> None:
     x = _x((3, p.size, 16), 6)
     x[:2, :, slow] = 0.0
     x[2, 1, slow] = 0.0
-    y = _rotate(x, p[:, None] * _inv(16) / 3.0)
+    y = rotate_pairs(x, p[:, None] * _inv(16) / 3.0)
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"
@@ -195,7 +188,7 @@ def test_a_pair_too_slow_to_turn_measurably_does_not_stop_the_fit() -> None:
     float64 up to position 2000 (the result equals `x` there), under either rule."""
     p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
     x = _x((p.size, 16), 8)
-    y = _rotate(x, p[:, None] * _inv(16, 1e24) / 3.0)
+    y = rotate_pairs(x, p[:, None] * _inv(16, 1e24) / 3.0)
     assert np.array_equal(y[:, [7, 15]], x[:, [7, 15]])
     found = diagnose(y, x, rr.RopeSpec(16, base=1e24), p)
     assert found is not None
@@ -210,7 +203,7 @@ def test_a_common_factor_is_tried_where_most_pairs_are_too_slow_to_read() -> Non
     d, base = 8, 1e48
     p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
     x = _x((p.size, d), 9)
-    y = _rotate(x, p[:, None] * _inv(d, base) / 4.0)
+    y = rotate_pairs(x, p[:, None] * _inv(d, base) / 4.0)
     assert np.array_equal(y[:, [2, 3, 6, 7]], x[:, [2, 3, 6, 7]])
     found = diagnose(y, x, rr.RopeSpec(d, base=base), p)
     assert found is not None
@@ -223,7 +216,7 @@ def test_a_factor_below_one_is_fitted() -> None:
     pair turns 2 rad per position, below pi: its frequency is read at position 1)."""
     p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0])
     x = _x((p.size, 16), 10)
-    y = _rotate(x, (2.0 * p)[:, None] * _inv(16))
+    y = rotate_pairs(x, (2.0 * p)[:, None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, scaling=rr.scaling.Linear(2.0)), p)
     assert found is not None
     assert found.message == (
@@ -253,7 +246,7 @@ def test_no_factor_is_read_off_frequencies_that_came_out_negative() -> None:
     factor 2 is found among the common ones."""
     p = np.array([0.0, 700.0])
     x = _x((p.size, 4), 15)
-    y = _rotate(x, p[:, None] * _inv(4) / 2.0)
+    y = rotate_pairs(x, p[:, None] * _inv(4) / 2.0)
     found = diagnose(y, x, rr.RopeSpec(4), p)
     assert found is not None
     assert str(found) == f"scaling: the result follows Linear(factor=2.0), {NO_RULE}"
@@ -268,7 +261,7 @@ def test_an_m_rope_spec_with_another_factor_is_a_scaling_mistake() -> None:
     grid = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [40, 30, 20], [300, 200, 100]])
     x = _x((grid.shape[0], 16), 12)
     axis = np.repeat(np.arange(3), (2, 3, 3))
-    y = _rotate(x, grid[:, axis] * _inv(16) / 4.0)
+    y = rotate_pairs(x, grid[:, axis] * _inv(16) / 4.0)
     spec = rr.RopeSpec(16, sections=(2, 3, 3), scaling=rr.scaling.Linear(2.0))
     found = diagnose(y, x, spec, grid)
     assert found is not None
@@ -287,7 +280,7 @@ def test_an_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
     zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
     power = (p[:, None] - math.floor((p.max() + 1) / 2)) / scale_base
     angles = p[:, None] * _inv(d) / 4.0
-    y = _rotate(x, angles) * np.tile(zeta**power, 2)
+    y = rotate_pairs(x, angles) * np.tile(zeta**power, 2)
     spec = rr.RopeSpec(d, xpos=rr.XPos(scale_base=scale_base), scaling=rr.scaling.Linear(2.0))
     found = diagnose(y, x, spec, p, role="query")
     assert found is not None
@@ -305,7 +298,7 @@ def test_a_candidate_the_oracle_rejects_is_skipped_not_the_end_of_the_search() -
     d, base = 16, 5e5
     p = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0, 40.0, 300.0, 2000.0, 9000.0, 1e308])
     x = _x((p.size, d), 14)
-    y = _rotate(x, p[:, None] * _llama3_freqs(_inv(d, base), 0.25, 8192))
+    y = rotate_pairs(x, p[:, None] * _llama3_freqs(_inv(d, base), 0.25, 8192))
     assert np.all(np.isfinite(y))
     found = diagnose(y, x, rr.RopeSpec(d, base=base), p)
     assert found is not None
@@ -332,7 +325,7 @@ def test_failing_pairs_keep_their_norm_within_twice_the_tolerance(
     x = rng.uniform(-1.0, 1.0, (6, 16))
     angles = p[:, None] * _inv(16)
     angles[:, 3] = rng.uniform(-3.0, 3.0, 6)  # no frequency turns it like this
-    y = _rotate(x, angles)
+    y = rotate_pairs(x, angles)
     y[:, [3, 11]] *= 1.0 + share * (2 * eps * (p + 1) + 4 * eps)[:, None]
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -369,7 +362,7 @@ def test_a_two_axis_spec_is_not_given_the_three_axis_splits(
     pairs, as many as (2, 3, 3)), whose oracle cannot read the two-axis positions and so
     stops the diagnosis before the axis order and the collapse to 1-D are tried."""
     x = _x((GRID_2D.shape[0], 16), 16)
-    y = _rotate(x, angles_of(GRID_2D) * _inv(16))
+    y = rotate_pairs(x, angles_of(GRID_2D) * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 4)), GRID_2D)
     assert found is not None
     assert str(found) == f"sections: {want}"
@@ -385,7 +378,7 @@ def test_an_m_rope_xpos_spec_with_another_factor_is_a_scaling_mistake() -> None:
     zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
     power = (grid[:, :1] - math.floor((grid.max() + 1) / 2)) / scale_base
     axis = np.repeat(np.arange(3), (2, 3, 3))
-    y = _rotate(x, grid[:, axis] * _inv(d) / 4.0) * np.tile(zeta**power, 2)
+    y = rotate_pairs(x, grid[:, axis] * _inv(d) / 4.0) * np.tile(zeta**power, 2)
     spec = rr.RopeSpec(
         d,
         sections=(2, 3, 3),
@@ -412,7 +405,7 @@ def test_a_norm_off_by_exactly_twice_the_tolerance_is_kept() -> None:
     x[0, [3, 11]] = [1.0, 0.0]
     angles = p[:, None] * _inv(16)
     angles[1:, 3] = rng.uniform(-3.0, 3.0, 5)
-    y = _rotate(x, angles)
+    y = rotate_pairs(x, angles)
     y[0, 3] = 1.0 + 12 * eps
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -430,7 +423,7 @@ def test_an_m_rope_spec_with_pairs_at_other_angles_is_not_told_to_give_sections(
     x = rng.uniform(-1.0, 1.0, (grid.shape[0], 16))
     angles = grid[:, np.repeat(np.arange(3), (2, 3, 3))] * _inv(16)
     angles[:, 3] = rng.uniform(-3.0, 3.0, grid.shape[0])
-    found = diagnose(_rotate(x, angles), x, rr.RopeSpec(16, sections=(2, 3, 3)), grid)
+    found = diagnose(rotate_pairs(x, angles), x, rr.RopeSpec(16, sections=(2, 3, 3)), grid)
     assert found is not None
     assert str(found) == (
         "unknown: no single known cause explains the mismatch; only pairs 3 (of 8) differ."
@@ -450,7 +443,7 @@ def test_the_ladder_stops_where_the_prediction_is_off_by_more_than_1_rad() -> No
     image_b = [[107, h, w] for h in (107, 110) for w in (107, 110)]
     grid = np.array(text + image_a + image_b)
     x = _x((grid.shape[0], 16), 19)
-    y = _rotate(x, grid[:, np.repeat(np.arange(3), (2, 3, 3))] * _inv(16) / 3.0)
+    y = rotate_pairs(x, grid[:, np.repeat(np.arange(3), (2, 3, 3))] * _inv(16) / 3.0)
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), grid)
     assert found is not None
     assert str(found) == f"scaling: the result follows Linear(factor=3.0), {NO_RULE}"

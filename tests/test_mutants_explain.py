@@ -18,23 +18,13 @@ import rope_ref as rr
 from rope_ref.testing import Diagnosis, assert_rope_close, diagnose
 from rope_ref.testing._compare import compare, setup
 from rope_ref.testing._explain import failing_pairs, oracle_with_freqs, wrap
+from tests._independent import rotate_pairs
 
 F64 = NDArray[np.float64]
 
 
 def _x(shape: tuple[int, ...], seed: int) -> F64:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
-
-
-def _rotate(x: F64, angles: F64, layout: str = "half") -> F64:
-    """Rotate the pairs of `x` by `angles` (shape ``x.shape[:-1] + (n,)``), float64."""
-    n = angles.shape[-1]
-    a, b = (x[..., :n], x[..., n:]) if layout == "half" else (x[..., 0::2], x[..., 1::2])
-    cos, sin = np.cos(angles), np.sin(angles)
-    a2, b2 = a * cos - b * sin, b * cos + a * sin
-    if layout == "half":
-        return np.concatenate([a2, b2], axis=-1)
-    return np.stack([a2, b2], axis=-1).reshape(x.shape)
 
 
 def _inv(d: int, base: float = 10000.0) -> F64:
@@ -64,7 +54,7 @@ def test_a_layout_mistake_is_named_under_an_explicit_tolerance() -> None:
     explicit rtol/atol replaces it): the diagnosis then raised instead of naming the layout."""
     d, p = 16, np.arange(7) * 3 + 1
     x = _x((p.size, d), 70)
-    wrong = _rotate(x, p[:, None] * _inv(d), layout="interleaved")  # pairs (2j, 2j + 1)
+    wrong = rotate_pairs(x, p[:, None] * _inv(d), layout="interleaved")  # pairs (2j, 2j + 1)
     with pytest.raises(AssertionError) as err:
         assert_rope_close(wrong, x, rr.RopeSpec(d), p, atol=1e-9, rtol=0.0)
     last = str(err.value).splitlines()[-1]
@@ -162,7 +152,7 @@ def test_the_oracle_with_other_frequencies_keeps_the_specs_attention_factor(
     freqs = np.array([0.5, 0.25, 0.0625, 0.01])
     got = oracle_with_freqs(setup(x, spec, p), freqs)
     want = x.copy()
-    want[:, 2:10] = factor * _rotate(x[:, 2:10], p[:, None] * freqs)
+    want[:, 2:10] = factor * rotate_pairs(x[:, 2:10], p[:, None] * freqs)
     np.testing.assert_allclose(got, want, rtol=0.0, atol=1e-15)
     assert np.array_equal(got[:, [0, 1, 10, 11]], x[:, [0, 1, 10, 11]])
 
