@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -55,3 +58,19 @@ def run_check(capsys, *argv: str) -> tuple[int, str]:
     out = capsys.readouterr().out
     assert "Traceback" not in out
     return status, out
+
+
+def run_on_two_cpu_devices(code: str) -> subprocess.CompletedProcess[str]:
+    """Run Python `code` in a child process whose JAX sees two CPU devices.
+
+    XLA_FLAGS must be set before JAX starts, hence the child.
+    """
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        env={**os.environ, "XLA_FLAGS": flags},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

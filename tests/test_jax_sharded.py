@@ -7,11 +7,9 @@ process with two CPU devices (XLA_FLAGS must be set before JAX starts).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests._helpers import run_on_two_cpu_devices
 
 pytest.importorskip("jax")
 
@@ -64,14 +62,6 @@ print("tables ok")
 def test_arrays_sharded_over_two_devices_are_rotated_keeping_their_sharding() -> None:
     """apply_rope, apply_rope_qk, rerotate and rope_cos_sin on a batch split over two
     devices: values against a float64 formula, the result on x's own sharding."""
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    result = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", CHILD],
-        env={**os.environ, "XLA_FLAGS": flags},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_on_two_cpu_devices(CHILD)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[-2] == "tables ok", result.stdout

@@ -8,8 +8,6 @@ cannot tell the roads apart.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 
 import rope_ref as rr
 from rope_ref._engine import fast_path, jax_arrays
+from tests._helpers import run_on_two_cpu_devices
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -99,15 +98,7 @@ print(len(x.sharding.device_set), jax_arrays.usable(x), jax_arrays.on_one_cpu(p)
 
 def test_arrays_sharded_over_two_devices_are_neither_usable_nor_on_one_cpu() -> None:
     """Arrays split over two CPU devices answer False (not a ValueError): not the kernel's."""
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    result = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", SHARDED],
-        env={**os.environ, "XLA_FLAGS": flags},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_on_two_cpu_devices(SHARDED)
     assert result.stdout.split() == ["2", "False", "False"], result.stderr[-3000:]
 
 
