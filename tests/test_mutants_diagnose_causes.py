@@ -16,7 +16,8 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
-from tests.test_mutants_diagnose import GRID, _inv, _mrope, _rotate, _x
+from tests._independent import rotate_pairs
+from tests.test_mutants_diagnose import GRID, _inv, _mrope, _x
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_a_larger_shift_is_estimated_for_one_pair_or_past_a_zero_frequency(spec,
     turns (frequency 0) instead of the slowest turning one, or capped below 2**31: the
     shifts are not among the ones tried without it."""
     x, p = _x((6, spec.head_dim), 61), np.arange(6) * 3 + 2
-    found = diagnose(_rotate(x, (p + k)[:, None] * np.array(spec.freqs)), x, spec, p)
+    found = diagnose(rotate_pairs(x, (p + k)[:, None] * np.array(spec.freqs)), x, spec, p)
     assert found is not None
     assert found.cause == "offset"
     assert f"shifted by +{k}:" in found.message
@@ -60,7 +61,7 @@ def test_a_result_just_outside_the_tolerance_is_not_an_offset_of_zero():
     (where the role changes nothing: it was called "xpos_role")."""
     eps = 2.0**-52
     x, p = _x((6, 16), 62), np.arange(6) * 5 + 3
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     norm = math.hypot(x[5, 2], x[5, 10])
     y[5, 2] += 1.5 * norm * (2 * eps * (p[5] + 1) + 4 * eps)
     found = diagnose(y, x, rr.RopeSpec(16), p)
@@ -84,7 +85,7 @@ def test_row_0s_positions_for_every_row_are_named_for_any_grid_shape(p, shape):
     x = _x(shape, 63)
     first = np.broadcast_to(p[:1], p.shape)
     grid = np.broadcast_to(first, shape[:-1])
-    y = _rotate(x, grid[..., None] * _inv(16))
+    y = rotate_pairs(x, grid[..., None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "positions"
@@ -94,7 +95,7 @@ def test_row_0s_positions_for_every_row_are_named_for_any_grid_shape(p, shape):
 def test_one_sequence_rotated_at_its_first_position_is_not_a_batch_mistake():
     """Catches: the row-0 check run on 1-D positions (one sequence has no batch rows)."""
     x, p = _x((5, 16), 64), np.array([3, 7, 12, 20, 33])
-    found = diagnose(_rotate(x, np.full((5, 1), 3.0) * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, np.full((5, 1), 3.0) * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert "positions of row 0" not in found.message
 
@@ -115,7 +116,7 @@ def test_a_negatively_scaled_result_is_not_an_attention_factor():
     """Catches: negative ratios let through the scale check: -0.5 x the oracle is no
     attention factor (cos/sin scales are positive)."""
     x, p = _x((6, 16), 67), np.arange(6) * 5 + 3
-    y = -0.5 * _rotate(x, p[:, None] * _inv(16))
+    y = -0.5 * rotate_pairs(x, p[:, None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "attention_factor"
@@ -126,7 +127,7 @@ def test_position_0_never_counts_as_a_correctly_rotated_row():
     or rows at position 1 left out of them."""
     x = _x((4, 16), 68)
     p = np.array([0, 1, 5, 6])
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[2:] = x[2:]
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -144,14 +145,14 @@ def test_a_short_table_is_told_from_the_rows_past_position_0():
     the table's end, or rows at position 1 left out of them."""
     x = _x((4, 16), 69)
     p = np.array([0, 1, 15, 16])
-    found = diagnose(_rotate(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "position_range"
     assert found.message.startswith(
         "positions up to 1 are correct; larger positions wrap around a table of 10 "
     )
     p = np.array([0, 15, 16])
-    found = diagnose(_rotate(x[:3], (p % 10)[:, None] * _inv(16)), x[:3], rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x[:3], (p % 10)[:, None] * _inv(16)), x[:3], rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "position_range"
 
@@ -160,7 +161,7 @@ def test_a_row_right_and_a_row_unrotated_at_the_same_position_is_no_cut_off():
     """Catches: a correct row at the first unrotated position taken as "correct up to"."""
     x = _x((2, 3, 16), 70)
     p = np.array([[1, 2, 5], [1, 2, 5]])
-    y = _rotate(x, p[..., None] * _inv(16))
+    y = rotate_pairs(x, p[..., None] * _inv(16))
     y[1, 2] = x[1, 2]
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -173,7 +174,7 @@ def test_a_shift_is_judged_by_the_error_model_of_the_shifted_positions():
     2) the float32 bound is far too tight for them."""
     x, p, k = _x((3, 64), 71).astype(np.float32), np.array([3000, 3001, 3002]), 3000
     angles32 = (p + k).astype(np.float32)[:, None] * _inv(64).astype(np.float32)
-    y = _rotate(x.astype(np.float64), angles32.astype(np.float64)).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), angles32.astype(np.float64)).astype(np.float32)
     found = diagnose(y, x, rr.RopeSpec(64), p)
     assert found is not None
     assert found.cause == "offset"
@@ -186,7 +187,7 @@ def test_changed_pass_through_features_are_named_only_when_the_rotated_ones_are_
     spec = rr.RopeSpec(16, rotary_dim=8, freqs=_inv(8))
     x, p = _x((6, 16), 72), np.arange(6) * 7
     y = x.copy()
-    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, :8] = rotate_pairs(x[:, :8], p[:, None] * _inv(8))
     y[:, 12] *= 2.0
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -202,7 +203,7 @@ def test_a_mismatch_in_every_pair_does_not_list_the_pairs():
     """Catches: the failing pairs listed in the unknown message when every pair fails (the
     list is meant for a mismatch confined to some pairs)."""
     x, p = _x((6, 16), 74), np.arange(6) * 5 + 3
-    y = _rotate(x, p[:, None] * _inv(16)) + 0.3 * _x((6, 16), 75)
+    y = rotate_pairs(x, p[:, None] * _inv(16)) + 0.3 * _x((6, 16), 75)
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "unknown"
@@ -215,7 +216,7 @@ def test_a_shift_is_estimated_from_the_rows_whose_slowest_pair_is_not_zero():
     spec = rr.RopeSpec(2, freqs=[0.01])
     x, p = _x((6, 2), 76), np.arange(6) * 3 + 2
     x[:4] = 0.0
-    found = diagnose(_rotate(x, (p + 5)[:, None] * 0.01), x, spec, p)
+    found = diagnose(rotate_pairs(x, (p + 5)[:, None] * 0.01), x, spec, p)
     assert found is not None
     assert found.cause == "offset"
     assert "shifted by +5:" in found.message
@@ -227,7 +228,7 @@ def test_a_cut_off_is_found_when_a_pair_of_x_is_zero():
     changed by the result (they are then listed as changed pass-through features)."""
     x, p = _x((4, 16), 77), np.array([1, 2, 5, 6])
     x[:, [3, 11]] = 0.0
-    y = _rotate(x, p[:, None] * _inv(16))
+    y = rotate_pairs(x, p[:, None] * _inv(16))
     y[2:] = x[2:]
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -237,7 +238,7 @@ def test_a_cut_off_is_found_when_a_pair_of_x_is_zero():
     x[:, 14:] = 0.0
     p = np.arange(6) * 7
     y = x.copy()
-    y[:, :8] = _rotate(x[:, :8], p[:, None] * _inv(8))
+    y[:, :8] = rotate_pairs(x[:, :8], p[:, None] * _inv(8))
     y[:, 12] *= 2.0
     found = diagnose(y, x, spec, p)
     assert found is not None
@@ -248,7 +249,7 @@ def test_a_table_wrapped_back_to_its_row_0_is_found():
     """Catches: row 0 of the table left out of the rows the first failing position may
     carry (a table of 10 read at 20 gives row 0)."""
     x, p = _x((4, 16), 80), np.array([1, 5, 20, 23])
-    found = diagnose(_rotate(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, (p % 10)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "position_range"
     assert found.message.startswith(
@@ -264,7 +265,7 @@ def test_a_rotated_range_wider_than_the_specs_is_found_past_the_specs_width():
     x, p = _x((6, 16), 81), np.arange(6) * 7 + 1
     x[:, 6:] = 0.0
     y = x.copy()
-    y[:, :12] = _rotate(x[:, :12], p[:, None] * _inv(12), layout="interleaved")
+    y[:, :12] = rotate_pairs(x[:, :12], p[:, None] * _inv(12), layout="interleaved")
     found = diagnose(y, x, spec, p)
     assert found is not None
     assert found.cause == "rotary_dim"
@@ -281,7 +282,7 @@ def test_a_table_clamped_many_turns_of_the_slowest_pair_in_is_found(last, bad):
     below its limit of 4096 turns (the second case needs 4096; the slowest frequency of
     RopeSpec(16) is 10000**(-14/16), one turn every 19869.2 positions)."""
     x, p = _x((5, 16), 82), np.array([1, 5, last, bad, bad + 3])
-    y = _rotate(x, np.minimum(p, last)[:, None] * _inv(16))
+    y = rotate_pairs(x, np.minimum(p, last)[:, None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "position_range"
@@ -296,7 +297,7 @@ def test_a_table_row_read_in_float32_is_refined_by_the_faster_pairs():
     at 0.05 and 0.7 rad per position pin down."""
     freqs = np.array([0.7, 0.05, 1e-8])
     x, p = _x((5, 6), 83).astype(np.float32), np.array([1, 3, 30, 40, 41])
-    y = _rotate(x.astype(np.float64), np.minimum(p, 30)[:, None] * freqs).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), np.minimum(p, 30)[:, None] * freqs).astype(np.float32)
     found = diagnose(y, x, rr.RopeSpec(6, freqs=freqs), p)
     assert found is not None
     assert found.cause == "position_range"
@@ -311,7 +312,7 @@ def test_an_unknown_mismatch_names_multi_axis_positions_of_a_batch():
     p = np.array([[[1, 0, 2], [4, 6, 1], [8, 3, 5], [5, 7, 4]], [[2, 2, 3], [6, 1, 1]] * 2])
     x = _x((2, 4, 16), 85)
     axis = np.repeat(np.arange(3), (2, 3, 3))
-    y = _rotate(x, p[..., axis] * _inv(16))
+    y = rotate_pairs(x, p[..., axis] * _inv(16))
     y[0, 3] = _x((16,), 86)  # one row of noise
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), p)
     assert found is not None
@@ -328,7 +329,7 @@ def test_a_wrong_checkable_row_is_diagnosed_beside_unchecked_ones():
     checkable" although a checkable row (position 5) fails: that row's mistake is named."""
     p = np.array([5, 2**23 + 1])
     x = _x((2, 16), 87).astype(np.float32)
-    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
     y[0] = x[0]
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
@@ -341,7 +342,7 @@ def test_an_attention_factor_of_two_dropped_or_applied_twice_is_named(ratio, tol
     "applied twice" checks (it is then called "a different factor")."""
     spec = rr.RopeSpec(16, scaling=rr.scaling.AttentionScale(2.0))
     x, p = _x((6, 16), 89), np.arange(6) * 5 + 3
-    found = diagnose(ratio * _rotate(x, p[:, None] * _inv(16)), x, spec, p)
+    found = diagnose(ratio * rotate_pairs(x, p[:, None] * _inv(16)), x, spec, p)
     assert found is not None
     assert found.cause == "attention_factor"
     assert found.message.startswith(f"the result is {ratio / 2:g} x the oracle: ")
@@ -352,7 +353,7 @@ def test_a_result_slightly_scaled_without_an_attention_factor_is_a_different_fac
     """Catches: a spec without attention factor (factor 1) put through the "not applied" or
     "applied twice" checks: 1.0005 x the oracle is then told as one of them."""
     x, p = _x((6, 16), 90), np.arange(6) * 5 + 3
-    found = diagnose(1.0005 * _rotate(x, p[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(1.0005 * rotate_pairs(x, p[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "attention_factor"
     assert found.message.startswith(
@@ -370,7 +371,7 @@ def test_a_scaled_result_is_judged_by_a_tolerance_scaled_as_much(share, scaled):
     pair's angle p."""
     eps = 2.0**-52
     x, p = _x((6, 16), 91), np.arange(6) * 5 + 3
-    y = 1.2 * _rotate(x, p[:, None] * _inv(16))
+    y = 1.2 * rotate_pairs(x, p[:, None] * _inv(16))
     norm = math.hypot(x[5, 0], x[5, 8])
     y[5, 0] += share * norm * (2 * eps * (p[5] + 1) + 4 * eps)
     found = diagnose(y, x, rr.RopeSpec(16), p)
@@ -382,7 +383,7 @@ def test_a_table_clamped_one_below_the_first_failing_position_is_found():
     """Catches: the table length equal to the first failing position (20, clamped to 19)
     left out of the clamped lengths tried."""
     x, p = _x((4, 16), 92), np.array([1, 5, 20, 23])
-    found = diagnose(_rotate(x, np.minimum(p, 19)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, np.minimum(p, 19)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "position_range"
     assert found.message.startswith(
@@ -395,7 +396,7 @@ def test_the_table_row_of_one_pair_is_found():
     only tried at the first failing position's length)."""
     x, p = _x((4, 2), 84), np.array([1, 37, 300, 301])
     found = diagnose(
-        _rotate(x, np.minimum(p, 37)[:, None] * 0.01), x, rr.RopeSpec(2, freqs=[0.01]), p
+        rotate_pairs(x, np.minimum(p, 37)[:, None] * 0.01), x, rr.RopeSpec(2, freqs=[0.01]), p
     )
     assert found is not None
     assert found.message.startswith(
@@ -409,7 +410,7 @@ def test_the_table_row_is_read_from_the_rows_with_a_pair_there():
     at the clamped row 3), which moves the row found."""
     x, p = _x((5, 16), 93), np.array([1, 2, 20, 20, 23])
     x[3, [0, 8]] = 0.0
-    found = diagnose(_rotate(x, np.minimum(p, 3)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, np.minimum(p, 3)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.message.startswith(
         "positions up to 2 are correct; larger positions are clamped to 3 "
@@ -430,7 +431,7 @@ def test_no_table_is_shorter_than_the_last_correct_position(table, told):
     table of 20 fits every row; clamped to 9, nothing longer fits."""
     x, p = _x((4, 16), 94), np.array([1, 10, 25, 26])
     x[1] = 0.0
-    found = diagnose(_rotate(x, table(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
+    found = diagnose(rotate_pairs(x, table(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
     assert found is not None
     if told is None:
         assert found.cause != "position_range"
@@ -443,7 +444,7 @@ def test_a_result_of_near_zeros_is_no_attention_factor_of_zero():
     subnormal where the oracle is below 0.5 (each product with the oracle rounds to 0) and
     0 elsewhere is no attention factor."""
     x, p = _x((6, 16), 95), np.arange(6) * 5 + 3
-    want = _rotate(x, p[:, None] * _inv(16))
+    want = rotate_pairs(x, p[:, None] * _inv(16))
     y = np.where(np.abs(want) < 0.5, 5e-324, 0.0)
     assert float(np.sum(y * want)) == 0.0
     found = diagnose(y, x, rr.RopeSpec(16), p)
@@ -461,7 +462,7 @@ def test_rounded_positions_are_blamed_only_where_the_model_alone_checks(past: in
     limit = math.floor((0.5 - 4 * eps) / (2 * eps) - 1)
     p = np.array([limit + past])
     x = _x((1, 16), 98).astype(np.float32)
-    y = _rotate(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)).astype(np.float32)
     found = diagnose(y, x, rr.RopeSpec(16), p, position_dtype="float32")
     assert found is not None
     assert found.cause == "not_checkable"
@@ -484,7 +485,7 @@ def test_a_shift_is_estimated_only_below_2_to_the_31(k: int) -> None:
     rad per position, so 2**31 positions are 0.21 rad."""
     spec = rr.RopeSpec(2, freqs=[1e-10])
     x, p = _x((6, 2), 99), np.arange(6) * 3 + 2
-    found = diagnose(_rotate(x, (p + k)[:, None] * 1e-10), x, spec, p)
+    found = diagnose(rotate_pairs(x, (p + k)[:, None] * 1e-10), x, spec, p)
     assert found is not None
     if abs(k) < 2**31:
         assert found.cause == "offset"
@@ -507,7 +508,7 @@ def test_a_table_is_found_wrapped_up_to_64_times_before_the_first_failing_positi
     p = np.array([1, 500, 1000, 1500, 2000, 2500, 3000, bad, bad + 1, bad + n])
     x = _x((p.size, 8), 100)
     found = diagnose(
-        _rotate(x, (p % n)[:, None] * _inv(8, 100.0)), x, rr.RopeSpec(8, base=100.0), p
+        rotate_pairs(x, (p % n)[:, None] * _inv(8, 100.0)), x, rr.RopeSpec(8, base=100.0), p
     )
     assert found is not None
     if wraps <= 64:
@@ -528,7 +529,7 @@ def test_a_table_row_is_not_searched_4096_turns_of_the_slowest_pair_in() -> None
     last, bad = round(4096.7 * period), round(4096.9 * period)
     assert int(bad / period) == 4096
     x, p = _x((5, 16), 101), np.array([1, 5, last, bad, bad + 3])
-    y = _rotate(x, np.minimum(p, last)[:, None] * _inv(16))
+    y = rotate_pairs(x, np.minimum(p, last)[:, None] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause != "position_range"
@@ -553,7 +554,7 @@ def test_a_multi_axis_table_is_found_from_its_first_axis(
     g = grid(p)
     axis = np.repeat(np.arange(3), (2, 3, 3))
     x = _x((p.size, 16), 102)
-    y = _rotate(x, (g % 10)[:, axis] * _inv(16))
+    y = rotate_pairs(x, (g % 10)[:, axis] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
     assert found is not None
     assert found.message == (
@@ -568,7 +569,7 @@ def test_the_table_row_of_one_pair_is_found_from_an_angle_just_short_of_it() -> 
     within the tolerance) are then read as row 36."""
     x, p = _x((4, 2), 103), np.array([1, 37, 300, 301])
     angles = np.minimum(p, 37) * 0.01 - np.where(p > 37, 2e-15, 0.0)
-    found = diagnose(_rotate(x, angles[:, None]), x, rr.RopeSpec(2, freqs=[0.01]), p)
+    found = diagnose(rotate_pairs(x, angles[:, None]), x, rr.RopeSpec(2, freqs=[0.01]), p)
     assert found is not None
     assert found.message.startswith(
         "positions up to 37 are correct; larger positions are clamped to 37 "
@@ -584,7 +585,7 @@ def test_a_table_row_is_read_among_the_rows_a_table_has(seed: int) -> None:
     has no divisor in (500, 1000] to wrap at instead)."""
     assert abs(710 - 113 * 2 * math.pi) < 1e-4
     x, p = _x((5, 2), seed).astype(ml_dtypes.bfloat16), np.array([1, 200, 500, 1000, 1003])
-    y = _rotate(x.astype(np.float64), np.minimum(p, 709)[:, None] * 1.0)
+    y = rotate_pairs(x.astype(np.float64), np.minimum(p, 709)[:, None] * 1.0)
     found = diagnose(y.astype(ml_dtypes.bfloat16), x, rr.RopeSpec(2), p)
     assert found is not None
     assert found.message == (
@@ -606,7 +607,7 @@ def test_a_table_row_is_offered_where_the_first_failing_rows_lean_to_their_own_a
         d = 3.5 * (2 * eps * (80 * theta + 1) + 4 * eps)
     x, p = _x((6, 2), 106).astype(np.float32), np.array([1, 10, 30, 80, 83, 95])
     angles = np.minimum(p, 30) * theta + np.where(p == 80, 0.52 * d, 0.0)
-    y = _rotate(x.astype(np.float64), angles[:, None]).astype(np.float32)
+    y = rotate_pairs(x.astype(np.float64), angles[:, None]).astype(np.float32)
     found = diagnose(y, x, rr.RopeSpec(2, freqs=[theta]), p)
     assert found is not None
     assert found.message == (
@@ -622,7 +623,7 @@ def test_a_multi_axis_table_row_is_read_off_the_first_axis_pairs_alone() -> None
     g = np.array([[3, 2, 21], [6, 16, 21], [10, 2, 15], [39, 1, 49], [40, 4, 18], [51, 32, 32]])
     axis = np.repeat(np.arange(3), (2, 3, 3))
     x = _x((6, 16), 107)
-    y = _rotate(x, (g % 22)[:, axis] * _inv(16))
+    y = rotate_pairs(x, (g % 22)[:, axis] * _inv(16))
     found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), g)
     assert found is not None
     assert found.message == (
