@@ -17,9 +17,11 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import rope_ref as rr
-from tests.test_exact import _oracle, _round, _same
+from tests.test_exact import DTYPES, _finfo, _oracle, _round, _same
 
 exact_problem = importlib.import_module("rope_ref.backends.exact_problem")
 
@@ -186,3 +188,33 @@ def test_rope_angles_grow_about_linearly_in_head_dim() -> None:
             w = mpmath.power(10000, mpmath.mpf(-2 * j) / 8192)
             assert plain[0, j] == _round(10**6 * w, np.float64)
     assert math.isclose(got[0, 0], 3.0)
+
+
+@st.composite
+def _wide_problems(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Members of every magnitude of their dtype, alone or far from their partners."""
+    dtype_name = draw(st.sampled_from(sorted(DTYPES)))
+    finfo = _finfo(DTYPES[dtype_name])
+    low, high = math.frexp(float(finfo.smallest_subnormal))[1], math.frexp(float(finfo.max))[1]
+    xpos = draw(st.booleans())
+    spec = rr.RopeSpec(head_dim=4, xpos=rr.XPos(scale_base=8.0) if xpos else None)
+    positions = draw(st.lists(st.integers(0, 200 if xpos else 2**40), min_size=1, max_size=2))
+    member = st.tuples(st.floats(-1.0, 1.0, exclude_max=True), st.integers(low - 1, high)).map(
+        lambda m: math.ldexp(m[0], m[1])
+    )
+    values = draw(st.lists(member, min_size=4 * len(positions), max_size=4 * len(positions)))
+    return dtype_name, spec, [float(p) for p in positions], values, draw(st.booleans())
+
+
+@settings(max_examples=60, deadline=None)
+@given(_wide_problems())
+def test_members_of_every_magnitude_are_correctly_rounded(problem: tuple[Any, ...]) -> None:
+    dtype_name, spec, positions, values, query = problem
+    with np.errstate(over="ignore"):
+        x = np.array(values).reshape(len(positions), 4).astype(DTYPES[dtype_name])
+    assume(bool(np.all(np.isfinite(x.astype(np.float64)))))
+    role = ("query" if query else "key") if spec.xpos is not None else None
+    got = rr.apply_rope(x, spec, np.array(positions), role=role, backend="exact")
+    with np.errstate(over="ignore"):  # the oracle's first guess of an overflowing value
+        want = _oracle(x, spec, positions, inverse=False, role=role)
+    _same(got, want)
