@@ -312,25 +312,30 @@ def _yarn_rational_multipliers(rule: YaRN, base: float, d: int) -> tuple[Fractio
     s = Fraction(rule.factor)
     if lo[1] is None and hi[1] is None:
         width = hi[0] - lo[0]
-        ramps = [min(max((j - lo[0]) / width, Fraction(0)), Fraction(1)) for j in range(d // 2)]
-        return tuple(r / s + 1 - r for r in ramps)
+        exact = [min(max((j - lo[0]) / width, Fraction(0)), Fraction(1)) for j in range(d // 2)]
+        return tuple(r / s + 1 - r for r in exact)
 
-    def ramp_of(j: int) -> Any:
-        def question(ctx: Any) -> Fraction | bool | None:
-            low, high = (_end_value(ctx, rule, base, d, end) for end in (lo, hi))
+    ramps: dict[int, Fraction | None] = {}  # 0, 1, or None strictly inside (irrational)
+
+    def question(ctx: Any) -> bool | None:
+        low, high = (_end_value(ctx, rule, base, d, end) for end in (lo, hi))
+        for j in range(d // 2):
+            if j in ramps:
+                continue
             ramp = (j - low) / (high - low)
             if ramp.b <= 0:
-                return Fraction(0)
-            if ramp.a >= 1:
-                return Fraction(1)
-            return False if ramp.a > 0 and ramp.b < 1 else None
+                ramps[j] = Fraction(0)
+            elif ramp.a >= 1:
+                ramps[j] = Fraction(1)
+            elif ramp.a > 0 and ramp.b < 1:
+                ramps[j] = None
+        return True if len(ramps) == d // 2 else None
 
-        return _decide(question)
-
+    _decide(question)
     out: list[Fraction | None] = []
     for j in range(d // 2):
-        ramp = ramp_of(j)
-        if ramp is False:  # strictly inside: r is irrational, so is the blend unless s = 1
+        ramp: Fraction | None = ramps[j]
+        if ramp is None:  # strictly inside: r is irrational, so is the blend unless s = 1
             out.append(Fraction(1) if s == 1 else None)
         else:
             out.append(ramp / s + 1 - ramp)
