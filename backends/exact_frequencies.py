@@ -8,8 +8,10 @@ the exact values they hold.
 What is a formula and what is a float:
 
 - the default :math:`\theta_j = b^{-2j/d}`, custom ``freqs``, `Linear` (:math:`\theta_j/s`),
-  `NTKAware` and `DynamicNTK` (:math:`\theta_j\,r^{-2j/(d-2)}`), `YaRN` (the ramp from
-  its float64 ends ``correction_range``, the temperature :math:`0.1\,m \ln s + 1`),
+  `NTKAware` and `DynamicNTK` (:math:`\theta_j\,r^{-2j/(d-2)}`), `YaRN` (the ramp between
+  the real ends :math:`d \ln(L_0 / 2\pi\beta) / 2 \ln b`, truncated to integers where
+  ``truncate`` says so, each floor, ceiling and clamp decided on the real value; the
+  temperature :math:`0.1\,m \ln s + 1`),
   `Llama3` (the bands decided by the real wavelength :math:`2\pi/\theta_j`, the blend
   :math:`(1-\gamma)\theta_j/s + \gamma\theta_j` with the real
   :math:`\gamma = (L_0\theta_j/2\pi - f_{lo})/(f_{hi} - f_{lo})`), `LongRoPE`
@@ -104,14 +106,18 @@ def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | No
         if type(rule) is Linear or type(rule) is Proportional:
             terms.append((Fraction(rule.factor), Fraction(-1)))
         elif type(rule) is NTKAware:
-            terms.append((Fraction(rule.factor), Fraction(-2 * j, d - 2)))
+            terms.append((Fraction(rule.factor), _ntk_exponent(j, d)))
         elif type(rule) is DynamicNTK:
-            terms.append((_dynamic_ratio(rule, seq_len), Fraction(-2 * j, d - 2)))
+            terms.append((_dynamic_ratio(rule, seq_len), _ntk_exponent(j, d)))
         elif type(rule) is LongRoPE:
             ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
             terms.append((Fraction(ext[j]), Fraction(-1)))
         elif type(rule) is YaRN:
-            terms.append((_yarn_multipliers(rule, spec.base, d)[j], Fraction(1)))
+            multiplier = _yarn_rational_multipliers(rule, spec.base, d)[j]
+            if multiplier is None:  # inside a ramp whose ends are transcendental
+                out.append(None)
+                continue
+            terms.append((multiplier, Fraction(1)))
         elif type(rule) is Llama3:
             band = _llama3_bands(rule, spec.base, d)[j]
             if band == "blend" and rule.factor != 1.0:
@@ -131,30 +137,68 @@ def _dynamic_ratio(rule: DynamicNTK, seq_len: float | None) -> Fraction:
     return 1 + Fraction(rule.factor) * (Fraction(length) - rule.max_position) / rule.max_position
 
 
-def _yarn_multipliers(rule: YaRN, base: float, d: int) -> list[Fraction]:
-    """``r / s + 1 - r`` of every pair: YaRN's frequency over the plain one."""
-    lo, hi = (Fraction(v) for v in rule.correction_range(base=base, rotary_dim=d))
-    if lo == hi:
-        hi += Fraction(0.001)  # HF's float guard, as the rule applies it
-    out = []
-    for j in range(d // 2):
-        ramp = min(max((j - lo) / (hi - lo), Fraction(0)), Fraction(1))
-        out.append(ramp / Fraction(rule.factor) + 1 - ramp)
-    return out
+def _ntk_exponent(j: int, d: int) -> Fraction:
+    """The exponent ``-2j / (d - 2)`` of NTK's ratio (0 for the only pair of ``d = 2``)."""
+    return Fraction(-2 * j, d - 2) if j else Fraction(0)
 
 
 def _rational_product(terms: list[tuple[Fraction, Fraction]]) -> Fraction | None:
-    """``prod(base ** exponent)`` of positive bases, as a fraction if it is rational."""
-    n = math.lcm(*(e.denominator for _, e in terms))
-    power = Fraction(1)
-    for value, exponent in terms:
-        power *= value ** int(exponent * n)
-    num, den = _exact_root(power.numerator, n), _exact_root(power.denominator, n)
-    return None if num is None or den is None else Fraction(num, den)
+    """``prod(base ** exponent)`` of positive bases, as a fraction if it is rational.
+
+    The numerators and denominators of the bases are split into a coprime basis ``c_t``
+    (pairwise coprime integers, each base a product of their powers), so that the product
+    is ``prod(c_t ** F_t)`` with rational ``F_t``; it is rational exactly when every
+    ``c_t`` with a fractional ``F_t`` is a perfect power of the denominator of ``F_t``.
+    No power of a base is ever formed, so this costs little for any ``d``.
+    """
+    if any(value <= 0 for value, _ in terms):
+        return None
+    numbers = [n for value, _ in terms for n in (value.numerator, value.denominator)]
+    result = Fraction(1)
+    for c in _coprime_basis(numbers):
+        total = sum(
+            (e * (_valuation(v.numerator, c) - _valuation(v.denominator, c)) for v, e in terms),
+            Fraction(0),
+        )
+        whole, rest = divmod(total.numerator, total.denominator)
+        if rest:
+            root = _exact_root(c, total.denominator)
+            if root is None:
+                return None
+            result *= Fraction(root) ** rest
+        result *= Fraction(c) ** whole
+    return result
+
+
+def _coprime_basis(numbers: list[int]) -> list[int]:
+    """Pairwise coprime integers > 1 of which every number > 0 given is a product of powers."""
+    basis = sorted({n for n in numbers if n > 1})
+    while True:
+        shared = next(
+            ((x, y, math.gcd(x, y)) for i, x in enumerate(basis) for y in basis[i + 1 :]
+             if math.gcd(x, y) > 1),
+            None,
+        )  # fmt: skip
+        if shared is None:
+            return basis
+        x, y, g = shared
+        rest = [n for n in basis if n not in (x, y)]
+        basis = sorted({n for n in (*rest, x // g, y // g, g) if n > 1})
+
+
+def _valuation(n: int, c: int) -> int:
+    """How many times `c` > 1 divides `n` > 0."""
+    count = 0
+    while n % c == 0:
+        n //= c
+        count += 1
+    return count
 
 
 def _exact_root(value: int, n: int) -> int | None:
     """The integer n-th root of `value` >= 0 if there is one, else None (bisection)."""
+    if value > 1 and value.bit_length() <= n:  # 1 < value < 2**n: no integer root
+        return None
     low, high = 0, 1 << -(-value.bit_length() // n)
     while low < high:
         middle = (low + high) // 2
@@ -167,24 +211,135 @@ def _exact_root(value: int, n: int) -> int | None:
 
 def _powers(ctx: Any, base: float, d: int, extra: tuple[Number, int] | None = None) -> list[Number]:
     """``base ** (-2j / d)``, times ``ratio ** (-2j / (d - 2))`` when `extra` is given."""
-    log_base = ctx.ln(ctx.mpf(base))
-    out = []
-    for j in range(d // 2):
-        if j == 0:
-            out.append(ctx.mpf(1))
-            continue
-        log_w = log_base * (-2 * j) / d
-        if extra is not None:
-            ratio, dim = extra
-            log_w += ctx.ln(ratio) * (-2 * j) / (dim - 2)
-        out.append(ctx.exp(log_w))
-    return out
+    step = ctx.ln(ctx.mpf(base)) * -2 / d  # the exponent's step from one pair to the next
+    if extra is not None and d > 2:
+        ratio, dim = extra
+        step += ctx.ln(ratio) * -2 / (dim - 2)
+    return [ctx.exp(step * j) if j else ctx.mpf(1) for j in range(d // 2)]
 
 
 def _yarn(ctx: Any, rule: YaRN, theta: list[Number], base: float, d: int) -> list[Number]:
-    """Each pair's ``theta (r / s + 1 - r)``, the ramp ``r`` from its float64 ends."""
-    multipliers = _yarn_multipliers(rule, base, d)
-    return [t * _number(ctx, m) for t, m in zip(theta, multipliers, strict=True)]
+    """Each pair's ``theta (r / s + 1 - r)``, the ramp ``r`` between the real ends."""
+    rational = _yarn_rational_multipliers(rule, base, d)
+    lo, hi = (_end_value(ctx, rule, base, d, end) for end in _yarn_ends(rule, base, d))
+    s = ctx.mpf(rule.factor)
+    out = []
+    for j, (t, m) in enumerate(zip(theta, rational, strict=True)):
+        if m is not None:
+            out.append(t * _number(ctx, m))
+            continue
+        ramp = (j - lo) / (hi - lo)
+        out.append(t * (ramp / s + 1 - ramp))
+    return out
+
+
+#: A ramp end: a rational part plus, where a float is given, the real index of that beta.
+_End = tuple[Fraction, float | None]
+_LAST_BITS = 1 << 16
+
+
+def _index(ctx: Any, rule: YaRN, base: float, d: int, beta: float) -> Number:
+    """YaRN's real correction index ``d ln(L0 / (2 pi beta)) / (2 ln b)`` of `beta`."""
+    length = ctx.mpf(rule.original_max_position) / (ctx.mpf(beta) * 2 * ctx.pi)
+    return d * ctx.ln(length) / (2 * ctx.ln(ctx.mpf(base)))
+
+
+def _end_value(ctx: Any, rule: YaRN, base: float, d: int, end: _End) -> Number:
+    rational, beta = end
+    value = _number(ctx, rational)
+    return value if beta is None else value + _index(ctx, rule, base, d, beta)
+
+
+def _decide(question: Any) -> Any:
+    """The first answer of ``question(ctx)`` that is not None, at doubling interval precision.
+
+    Every question asked here compares a transcendental number with a rational one, which
+    enough precision always decides; past 65536 bits an ArithmeticError says otherwise.
+    """
+    bits = 64
+    while bits <= _LAST_BITS:
+        ctx = MPIntervalContext()
+        ctx.prec = bits
+        answer = question(ctx)
+        if answer is not None:
+            return answer
+        bits *= 2
+    msg = f"backend='exact' could not decide YaRN's ramp at {_LAST_BITS} bits."
+    raise ArithmeticError(msg)
+
+
+def _floor(interval: Any, *, up: bool) -> int | None:
+    """The floor (ceiling where `up`) of the real number in `interval`, if it is decided."""
+    ends = [math.ceil(v) if up else math.floor(v) for v in (interval.a, interval.b)]
+    return ends[0] if ends[0] == ends[1] else None
+
+
+@functools.lru_cache(maxsize=64)
+def _yarn_ends(rule: YaRN, base: float, d: int) -> tuple[_End, _End]:
+    """The ramp's real ends ``(lo, hi)``, as `YaRN.correction_range` defines them.
+
+    Each floor (ceiling) of ``truncate``, each clamp to ``[0, d - 1]`` and HF's ``+ 0.001``
+    where the ends meet is decided on the real values.
+    """
+    fast, slow = float(rule.beta_fast), float(rule.beta_slow)
+    if rule.truncate:
+        lo_int = _decide(lambda ctx: _floor(_index(ctx, rule, base, d, fast), up=False))
+        hi_int = _decide(lambda ctx: _floor(_index(ctx, rule, base, d, slow), up=True))
+        lo: _End = (Fraction(max(lo_int, 0)), None)
+        hi: _End = (Fraction(min(hi_int, d - 1)), None)
+    else:
+        lo_sign = _decide(lambda ctx: _sign_of(_index(ctx, rule, base, d, fast)))
+        hi_sign = _decide(lambda ctx: _sign_of(_index(ctx, rule, base, d, slow) - (d - 1)))
+        lo = (Fraction(0), None) if lo_sign < 0 else (Fraction(0), fast)
+        hi = (Fraction(d - 1), None) if hi_sign > 0 else (Fraction(0), slow)
+    if lo == hi:  # the ends meet: HF's guard against a zero-width ramp
+        hi = (hi[0] + Fraction(0.001), hi[1])
+    return lo, hi
+
+
+def _sign_of(interval: Any) -> int | None:
+    if interval.b < 0:
+        return -1
+    if interval.a > 0:
+        return 1
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _yarn_rational_multipliers(rule: YaRN, base: float, d: int) -> tuple[Fraction | None, ...]:
+    """Each pair's ``r / s + 1 - r`` as a fraction, or None inside a ramp with a real end."""
+    lo, hi = _yarn_ends(rule, base, d)
+    s = Fraction(rule.factor)
+    if lo[1] is None and hi[1] is None:
+        width = hi[0] - lo[0]
+        exact = [min(max((j - lo[0]) / width, Fraction(0)), Fraction(1)) for j in range(d // 2)]
+        return tuple(r / s + 1 - r for r in exact)
+
+    ramps: dict[int, Fraction | None] = {}  # 0, 1, or None strictly inside (irrational)
+
+    def question(ctx: Any) -> bool | None:
+        low, high = (_end_value(ctx, rule, base, d, end) for end in (lo, hi))
+        for j in range(d // 2):
+            if j in ramps:
+                continue
+            ramp = (j - low) / (high - low)
+            if ramp.b <= 0:
+                ramps[j] = Fraction(0)
+            elif ramp.a >= 1:
+                ramps[j] = Fraction(1)
+            elif ramp.a > 0 and ramp.b < 1:
+                ramps[j] = None
+        return True if len(ramps) == d // 2 else None
+
+    _decide(question)
+    out: list[Fraction | None] = []
+    for j in range(d // 2):
+        ramp: Fraction | None = ramps[j]
+        if ramp is None:  # strictly inside: r is irrational, so is the blend unless s = 1
+            out.append(Fraction(1) if s == 1 else None)
+        else:
+            out.append(ramp / s + 1 - ramp)
+    return tuple(out)
 
 
 def _llama3(ctx: Any, rule: Llama3, theta: list[Number], base: float, d: int) -> list[Number]:

@@ -53,11 +53,19 @@ class Problem:
 
     def __init__(
         self, spec: RopeSpec, grid: NDArray[Any], seq_len: float | None, role: Role | None,
-        inverse: bool,
+        inverse: bool, *, offset: int | float = 0, length_grid: NDArray[Any] | None = None,
     ) -> None:  # fmt: skip
+        """`grid` holds the positions, each shifted by `offset` exactly (a real sum).
+
+        `length_grid` (default `grid`) gives the length inferred where `seq_len` is None,
+        and xPos's center: the positions after the reference's own shift.
+        """
         self.spec, self.inverse = spec, inverse
+        self.offset = Fraction(offset)
+        self._offset_raw = _dyadic_raw(self.offset)
         seq_len = check_seq_len(seq_len)
-        top = max_plus_one(grid, np) if seq_len is None else seq_len
+        length_grid = grid if length_grid is None else length_grid
+        top = max_plus_one(length_grid, np) if seq_len is None else seq_len
         self.seq_len = inferred_seq_len(top) if spec.scaling is not None else seq_len
         self.center_len = top
         self.sign = xpos_sign(spec, role)
@@ -82,7 +90,7 @@ class Problem:
         xpos = self.spec.xpos
         assert xpos is not None
         center = ctx.mpf(xpos.center(self.center_len))
-        power = (exact_value(ctx, row[0]) - center) / ctx.mpf(xpos.scale_base)
+        power = (self._position(ctx, row[0]) - center) / ctx.mpf(xpos.scale_base)
         return factor * ctx.exp(self.sign * power * log_zeta[j])
 
     def _rational_scale(self, row: Any, j: int) -> Fraction | None:
@@ -91,18 +99,37 @@ class Problem:
         xpos = self.spec.xpos
         if factor is None or xpos is None:
             return factor
-        power = (Fraction(row[0].item()) - Fraction(xpos.center(self.center_len))) / Fraction(
-            xpos.scale_base
-        )
+        position = Fraction(row[0].item()) + self.offset
+        power = (position - Fraction(xpos.center(self.center_len))) / Fraction(xpos.scale_base)
         zeta = rational_zeta(self.spec, j)
         if zeta is None or power.denominator != 1:
             return None
         return factor * zeta ** (self.sign * power.numerator)
 
+    def _position(self, ctx: Any, value: Any) -> Any:
+        """The position `value` plus the offset, as a number of `ctx`."""
+        if not self.offset:
+            return exact_value(ctx, value)
+        return exact_value(ctx, value) + ctx.mpf(self.offset.numerator) / self.offset.denominator
+
+    def _position_raw(self, value: Any) -> tuple[int, int, int, int]:
+        """The position `value` plus the offset, exactly, as a raw mpf."""
+        raw: tuple[int, int, int, int] = (
+            libmp.from_int(int(value)) if isinstance(value, np.integer)
+            else libmp.from_float(float(value))
+        )  # fmt: skip
+        if self.offset:
+            raw = libmp.mpf_add(raw, self._offset_raw, 0)  # precision 0: the exact sum
+        return raw
+
+    def _position_float(self, value: Any) -> float:
+        """The position plus the offset in float64 (only its sign of zero is used)."""
+        return float(value) + float(self.offset) if self.offset else float(value)
+
     # -- tables ---------------------------------------------------------------------------------
 
     def _angle(self, ctx: Any, terms: AngleTerms, row: Any, j: int) -> Any:
-        p = exact_value(ctx, row[self.axes[j]])
+        p = self._position(ctx, row[self.axes[j]])
         total = ctx.mpf(0)
         for sign, w in terms[j]:
             total += sign * p * w
@@ -117,6 +144,7 @@ class Problem:
         """
         n, n_rows = self.spec.n_pairs, len(self.rows)
         top = float(np.max(np.abs(self.rows.astype(np.float64)))) if n_rows else 0.0
+        top += abs(float(self.offset))
         rough = mpmath.MPContext()  # 53 bits, whatever the global mpmath precision
         rough_terms = self._terms(rough)[0]
         w_float = [[(sign, float(w)) for sign, w in pair] for pair in rough_terms]
@@ -129,11 +157,12 @@ class Problem:
         cos = np.empty((n_rows, n, 2))
         sin = np.empty((n_rows, n, 2))
         scale = np.empty((n_rows, n))
+        shift = np.zeros((n_rows, n), dtype=np.int64)
         zero_angle = np.zeros((n_rows, n), dtype=bool)
         zero_sin = np.zeros((n_rows, n))
         axes = [int(a) for a in self.axes]
         for r, row in enumerate(self.rows):
-            values = [exact_value(ctx, v)._mpf_ for v in row]
+            values = [self._position_raw(v) for v in row]
             for j in range(n):
                 angle = libmp.fzero
                 for sign, w in raw_terms[j]:
@@ -143,13 +172,17 @@ class Problem:
                 k = self._scale(ctx, factor, log_zeta, row, j)._mpf_
                 if k != libmp.fone:
                     c_, s_ = libmp.mpf_mul(k, c_, prec), libmp.mpf_mul(k, s_, prec)
-                cos[r, j] = _double_double(c_)
-                sin[r, j] = _double_double(s_)
-                scale[r, j] = abs(libmp.to_float(k))
+                # |A s| is 2**t times a number in [1/2, 1): the tables hold the values / 2**t
+                t = k[2] + k[3] if k[1] else 0
+                cos[r, j] = _double_double(libmp.mpf_shift(c_, -t))
+                sin[r, j] = _double_double(libmp.mpf_shift(s_, -t))
+                scale[r, j] = abs(libmp.to_float(libmp.mpf_shift(k, -t)))
+                shift[r, j] = t
                 if angle == libmp.fzero:  # keeps the sign of zero float64 arithmetic gives it
                     zero_angle[r, j] = True
-                    zero_sin[r, j] = math.sin(_float_angle(float(row[axes[j]]), w_float[j]))
-        tables = {"scale": scale * (1 + 2.0**-40), "zero_angle": zero_angle}
+                    zero_sin[r, j] = math.sin(_float_angle(self._position_float(row[axes[j]]),
+                                                           w_float[j]))  # fmt: skip
+        tables = {"scale": scale * (1 + 2.0**-40), "zero_angle": zero_angle, "shift": shift}
         tables["c_hi"], tables["c_lo"] = cos[..., 0], cos[..., 1]
         tables["s_hi"], tables["s_lo"] = sin[..., 0], sin[..., 1]
         tables["s_hi"] = np.where(zero_angle, zero_sin, tables["s_hi"])
@@ -158,16 +191,34 @@ class Problem:
     # -- rounding -------------------------------------------------------------------------------
 
     def rotate(self, u: F64, v: F64, rows: NDArray[np.intp], fmt: Format) -> F64:
-        """``u C - v S`` of every element, correctly rounded to `fmt`."""
+        """``u C - v S`` of every element, correctly rounded to `fmt`.
+
+        The members of each element are scaled by a power of two that brings the larger to
+        ``[1/2, 1)``, the tables are held divided by the power of two of ``|A s|``, and the
+        rounding takes both powers back: extreme magnitudes cost no more than others.
+        """
         t = {name: table[rows, np.arange(u.shape[-1])] for name, table in self.tables.items()}
         c_hi, s_hi = t["c_hi"], t["s_hi"]
+        finite = np.isfinite(u) & np.isfinite(v)
+        _, members = np.frexp(np.where(finite, np.maximum(np.abs(u), np.abs(v)), 0.0))
         with np.errstate(all="ignore"):
             plain = u * c_hi - v * s_hi  # signs of exact zeros; inf and nan propagate
-            hi, lo, err = combine(u, v, c_hi, t["c_lo"], s_hi, t["s_lo"], t["scale"] * 2.0**-100)
-            y, certain = rounded_and_certain(hi, lo, err, fmt)
-        safe = _in_range(u) & _in_range(v) & _in_range(t["scale"]) & np.isfinite(hi)
+            su, sv = np.ldexp(u, -members), np.ldexp(v, -members)
+            # a member below 2**-300 of its partner counts as zero, its share as error
+            tiny = (np.abs(su) < _SAFE[0]) | (np.abs(sv) < _SAFE[0])
+            dropped = np.where(np.abs(su) < _SAFE[0], np.abs(su), 0.0) + np.where(
+                np.abs(sv) < _SAFE[0], np.abs(sv), 0.0
+            )
+            su = np.where(np.abs(su) < _SAFE[0], 0.0, su)
+            sv = np.where(np.abs(sv) < _SAFE[0], 0.0, sv)
+            table_err = t["scale"] * 2.0**-100
+            hi, lo, err = combine(su, sv, c_hi, t["c_lo"], s_hi, t["s_lo"], table_err)
+            err = np.where(tiny, err + 2 * dropped * t["scale"], err)
+            shift = np.asarray(members + t["shift"], dtype=np.int64)
+            y, certain = rounded_and_certain(hi, lo, err, fmt, shift)
+        safe = _in_range(c_hi) & _in_range(s_hi) & np.isfinite(hi)
         exact_zero = (u == 0) & ((v == 0) | t["zero_angle"])
-        settled = exact_zero | ~(np.isfinite(u) & np.isfinite(v))
+        settled = exact_zero | ~finite
         y = np.where(settled, to_format(plain, fmt), y)
         todo = np.argwhere(~settled & ~(certain & safe))
         for index in todo:
@@ -240,21 +291,28 @@ def _float_angle(p: float, terms: list[tuple[int, float]]) -> float:
 
 
 def _double_double(raw: tuple[int, int, int, int]) -> tuple[float, float]:
-    """Return ``(hi, lo)``, ``hi + lo`` the raw mpf `raw` to about 106 bits.
+    """Return ``(hi, lo)``, ``hi + lo`` the raw mpf `raw` (of magnitude below 2) to 106 bits.
 
-    Python rounds an int to float to nearest, so ``hi`` is the float64 rounding of `raw`.
-    Past about 2**1000 only the sign is kept: the scale is then out of the safe range and
-    every element that is not an exact zero goes to the interval path.
+    The mantissa is first cut to 128 bits (a relative error below 2**-127); Python rounds
+    an int to float to nearest, so ``hi`` is the float64 rounding of what is left.
     """
     sign, mantissa, exponent, _ = raw
     if mantissa == 0:
         return 0.0, 0.0
-    if exponent + mantissa.bit_length() > 1000:  # past float64: its sign, for signed zeros
-        return (-(2.0**1000), 0.0) if sign else (2.0**1000, 0.0)
+    extra = mantissa.bit_length() - 128
+    if extra > 0:
+        mantissa, exponent = mantissa >> extra, exponent + extra
     top = float(mantissa)
     rest = float(mantissa - int(top))
     hi, lo = math.ldexp(top, exponent), math.ldexp(rest, exponent)
     return (-hi, -lo) if sign else (hi, lo)
+
+
+def _dyadic_raw(value: Fraction) -> tuple[int, int, int, int]:
+    """The fraction `value`, whose denominator is a power of two, as an exact raw mpf."""
+    shift = value.denominator.bit_length() - 1
+    raw: tuple[int, int, int, int] = libmp.from_man_exp(value.numerator, -shift)
+    return raw
 
 
 def raw_parts(end: tuple[int, int, int, int]) -> tuple[bool, int, int]:

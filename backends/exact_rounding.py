@@ -16,7 +16,15 @@ from numpy.typing import NDArray
 
 from rope_ref._core.rounding import FORMATS16, to_grid
 
-__all__ = ["FORMATS", "Format", "round_dyadic", "round_fraction", "rounded_and_certain", "ulp"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "round_dyadic",
+    "round_fraction",
+    "round_scaled",
+    "rounded_and_certain",
+    "ulp",
+]
 
 F64 = NDArray[np.float64]
 
@@ -99,17 +107,19 @@ def round_fraction(value: Fraction, fmt: Format) -> float:
     return sign * math.ldexp(rounded, quantum)
 
 
-def ulp(y: F64, fmt: Format) -> tuple[F64, F64]:
+def ulp(y: F64, fmt: Format, shift: NDArray[np.int64] | int = 0) -> tuple[F64, F64]:
     """Distances from each `fmt` value `y` to its neighbours: (toward zero, away from zero).
 
     At the largest finite value the distance away from zero is the spacing of the last
-    binade, so that half of it is the threshold of overflow.
+    binade, so that half of it is the threshold of overflow. With `shift`, `y` and the
+    distances are those of the values ``y * 2**shift``, scaled back by ``2**-shift``.
     """
     magnitude = np.abs(y)
     mantissa, exponent = np.frexp(magnitude)
-    top = np.maximum(exponent - 1, fmt.min_exponent)
+    lowest = fmt.min_exponent - np.asarray(shift)
+    top = np.maximum(exponent - 1, lowest)
     away = np.ldexp(1.0, top - (fmt.precision - 1))
-    at_binade_start = (mantissa == 0.5) & (exponent - 1 > fmt.min_exponent)
+    at_binade_start = (mantissa == 0.5) & (exponent - 1 > lowest)
     toward = np.where(at_binade_start, away / 2, away)
     toward = np.where(magnitude == 0, away, toward)
     return np.asarray(toward, dtype=np.float64), np.asarray(away, dtype=np.float64)
@@ -128,21 +138,40 @@ def to_format(values: F64, fmt: Format) -> F64:
         return values.astype(np.float32).astype(np.float64)
 
 
-def rounded_and_certain(hi: F64, lo: F64, err: F64, fmt: Format) -> tuple[F64, NDArray[np.bool_]]:
-    """Round ``hi + lo`` to `fmt`; say where every value within `err` rounds alike.
+def round_scaled(values: F64, fmt: Format, shift: NDArray[np.int64]) -> F64:
+    """``y`` with ``y * 2**shift`` the rounding (nearest even) of ``values * 2**shift`` to `fmt`.
 
-    This is Ziv's rounding test.
+    The scaled values may lie far outside float64 (``shift`` of thousands): the rounding
+    works on exponents, so nothing overflows or underflows on the way.
+    """
+    _, exponent = np.frexp(np.abs(values))
+    quantum = np.maximum(exponent - 1, fmt.min_exponent - shift) - (fmt.precision - 1)
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.ldexp(np.rint(np.ldexp(values, -quantum)), quantum)  # the scaled mantissa <= 2**p
+    _, top = np.frexp(np.abs(y))
+    overflow = (y != 0) & (top - 1 + shift > fmt.max_exponent)
+    return np.asarray(np.where(overflow, np.copysign(math.inf, values), y), dtype=np.float64)
+
+
+def rounded_and_certain(
+    hi: F64, lo: F64, err: F64, fmt: Format, shift: NDArray[np.int64] | None = None
+) -> tuple[F64, NDArray[np.bool_]]:
+    """Round ``(hi + lo) * 2**shift`` to `fmt`; say where every value within `err` rounds alike.
+
+    This is Ziv's rounding test (`err` bounds the error of ``hi + lo``, before the shift).
     ``hi + lo`` must be a normalised pair (``hi`` the float64 rounding of the sum). The test
     is strict: a value that may lie on a rounding boundary (a tie, or the threshold of
-    overflow) is never certain, nor is a result of zero whose sign is in doubt.
+    overflow) is never certain, nor is a result of zero whose sign is in doubt. The
+    rounded values are returned times ``2**shift``, exactly (each is a value of `fmt`).
     """
-    y = to_format(hi, fmt)
+    shift = np.zeros(np.shape(hi), dtype=np.int64) if shift is None else shift
+    y = round_scaled(hi, fmt, shift)
     finite = np.isfinite(y) & np.isfinite(hi)
     y_safe = np.where(finite, y, 0.0)
     hi_safe = np.where(finite, hi, 0.0)
     d = (hi_safe - y_safe) + np.where(finite, lo, 0.0)  # the first difference is exact
     slack = err + np.abs(d) * 2.0**-52 + 2.0**-1074
-    toward, away = ulp(y_safe, fmt)
+    toward, away = ulp(y_safe, fmt, shift)
     positive = y_safe > 0
     below = np.where(positive, toward, away) / 2  # room below y (toward -inf)
     above = np.where(positive, away, toward) / 2
@@ -150,4 +179,5 @@ def rounded_and_certain(hi: F64, lo: F64, err: F64, fmt: Format) -> tuple[F64, N
     zero = y_safe == 0
     certain &= ~zero | (d - slack > 0) | (d + slack < 0)
     y = np.where(zero, np.copysign(0.0, d), y)
-    return y, certain
+    with np.errstate(over="ignore", under="ignore"):  # exact where certain: values of `fmt`
+        return np.asarray(np.ldexp(y, shift), dtype=np.float64), certain

@@ -71,10 +71,13 @@ def angles(spec: RopeSpec, positions: NDArray[Any], seq_len: float | None) -> F6
         ctx = MPIntervalContext()
         ctx.prec = bits
         intervals = [v._mpi_ for v in freq.omegas(ctx, spec, seq_len)]
+        points: dict[tuple[int, int], Any] = {}  # (row, axis): the exact point of a position
         undecided = []
         for r, j in todo:
             value = rows[r][axes[j]]
-            p = exact_value(ctx, value)._mpi_[0]  # an exact point
+            p = points.get((r, axes[j]))
+            if p is None:
+                p = points[r, axes[j]] = exact_value(ctx, value)._mpi_[0]
             ends = [round_dyadic(*raw_parts(libmp.mpf_mul(p, end)), FORMATS["float64"])
                     for end in intervals[j]]  # fmt: skip
             if ends[0] != ends[1]:

@@ -15,7 +15,7 @@ import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import rope_ref as rr
@@ -244,6 +244,8 @@ def _table_problems(draw: st.DrawFn) -> tuple[Any, ...]:
 
 
 @given(_table_problems())
+# an xPos scale (7/2)**9 past float16's largest value: +-inf, without a warning
+@example(problem=("float16", rr.RopeSpec(2, xpos=rr.XPos(scale_base=4.0)), [0.0, 71.0], "query"))
 def test_cos_sin_are_the_real_values_rounded_once(problem: Any) -> None:
     dtype_name, spec, positions, role = problem
     dtype = DTYPES[dtype_name]
@@ -268,6 +270,23 @@ def test_cos_sin_are_the_real_values_rounded_once(problem: Any) -> None:
                 want_sin[t, j] = zero if phi == 0 else _round(scale * mpmath.sin(phi), dtype)
     _same(cos, want_cos)
     _same(sin, want_sin)
+
+
+@pytest.mark.parametrize("backend", ["reference", "exact"])
+def test_cos_sin_past_the_range_of_float16_are_infinite_without_a_warning(backend: str) -> None:
+    spec = rr.RopeSpec(2, xpos=rr.XPos(scale_base=4.0))
+    # centre floor(72 / 2) = 36: position 0 lies 9 scale bases below it, so the query's
+    # scale is zeta**-9 = (7/2)**9, past float16's largest value 65504 (and its half ulp)
+    assert Fraction(7, 2) ** 9 > 65504 + 16
+    cos, sin = rr.rope_cos_sin(
+        spec, np.array([0.0, 71.0]), dtype=np.float16, role="query", backend=backend
+    )  # the warnings filter of the suite makes a RuntimeWarning an error
+    assert cos[0, 0] == math.inf
+    assert sin[0, 0] == 0.0
+    with mpmath.workprec(200):  # position 71: (2/7)**(35/4) (cos 71, sin 71), in range
+        scale = mpmath.power(mpmath.mpf(2) / 7, mpmath.mpf(35) / 4)
+        want = [float(np.float16(float(scale * f(71)))) for f in (mpmath.cos, mpmath.sin)]
+    assert [float(cos[1, 0]), float(sin[1, 0])] == pytest.approx(want, rel=2**-10)
 
 
 @pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])

@@ -10,6 +10,8 @@ the grid spacing is a power of two) and then casts a value that every cast keeps
 
 from __future__ import annotations
 
+import numpy as np
+
 from rope_ref._core.aliases import Array, ArrayNamespace
 from rope_ref._core.compat import dtype_name
 
@@ -32,9 +34,10 @@ def round_once(a: Array, dtype: object, *, xp: ArrayNamespace) -> Array:
     (1.0, 1.0078125)
     """
     name = dtype_name(dtype)
-    if a.dtype != xp.float64 or name not in FORMATS16:
-        return xp.astype(a, dtype)
-    return xp.astype(to_grid(a, name, xp=xp), dtype)
+    with np.errstate(over="ignore"):  # past the largest finite value: +-inf, as IEEE rounds
+        if a.dtype != xp.float64 or name not in FORMATS16:
+            return xp.astype(a, dtype)
+        return xp.astype(to_grid(a, name, xp=xp), dtype)
 
 
 def to_grid(a: Array, name: str, *, xp: ArrayNamespace) -> Array:

@@ -28,6 +28,10 @@ SEQ, HEADS, BATCH = 32, 4, 2
 NAMESPACE_SKIP = "not installed, or no device"
 SPEC = RopeSpec(head_dim=128)  # LLaMA-style defaults: base 10000, half layout
 PARTIAL = RopeSpec(head_dim=128, rotary_start=16, rotary_dim=64)
+#: backend="exact" is checked on a small array, element by element against mpmath
+EXACT_SHAPE, EXACT_SPEC = (1, 4, 2, 8), RopeSpec(head_dim=8)
+EXACT_CHECK = "equals mpmath rounded once (ulps)"
+_MANTISSA_BITS = {"float64": 53, "float32": 24}
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,43 @@ def _checks(
     yield "partial rotary pass-through", float(np.max(np.abs(untouched))), 0.0
 
 
+def _mpmath_rotation(x: np.ndarray, positions: np.ndarray, dtype_name: str) -> np.ndarray:
+    """Independent: each element's real RoPE in mpmath at 200 bits, rounded once to the dtype.
+
+    The angle is ``p * base ** (-2j / d)`` with the real power; ``+value`` at the dtype's
+    precision rounds to nearest even (the values are normal, far from under- or overflow).
+    """
+    import mpmath
+
+    spec = EXACT_SPEC
+    out = np.empty(x.shape, dtype=np.float64)
+    n = spec.n_pairs
+    with mpmath.workprec(200):
+        for s, p in enumerate(positions):
+            for j in range(n):
+                w = mpmath.power(mpmath.mpf(spec.base), mpmath.mpf(-2 * j) / spec._rotary_dim)
+                c, si = mpmath.cos(int(p) * w), mpmath.sin(int(p) * w)
+                for b, h in np.ndindex(x.shape[0], x.shape[2]):
+                    first, second = (mpmath.mpf(float(v)) for v in x[b, s, h, [j, j + n]])
+                    for index, value in (
+                        (j, first * c - second * si),
+                        (j + n, second * c + first * si),
+                    ):
+                        with mpmath.workprec(_MANTISSA_BITS[dtype_name]):
+                            out[b, s, h, index] = float(+value)
+    return out
+
+
+def _exact_error(dtype_name: str) -> float:
+    """Largest distance, in ulps, of backend="exact" from `_mpmath_rotation` (0 expected)."""
+    x = np.random.default_rng(1).standard_normal(EXACT_SHAPE).astype(dtype_name)
+    positions = np.arange(EXACT_SHAPE[1]) + OFFSET
+    got = apply_rope(x, EXACT_SPEC, positions, seq_axis=-3, backend="exact")
+    want = _mpmath_rotation(x, positions, dtype_name)
+    spacing = np.spacing(np.abs(want).astype(dtype_name)).astype(np.float64)
+    return float(np.max(np.abs(np.asarray(got, dtype=np.float64) - want) / spacing))
+
+
 def _relative(
     xp: ArrayNamespace,
     x: Array,
@@ -180,6 +221,12 @@ def run_checks(progress: Callable[[str], None] | None = None) -> tuple[list[Chec
             for dtype_name in ("float64", "float32"):
                 for check, error, tol in _checks(xp, backend, dtype_name):
                     results.append(Check(name, backend, dtype_name, check, error, tol))
+    if "exact" in backends and backends["exact"] is None:  # else a skip below says why
+        if progress is not None:
+            progress("checking numpy with backend='exact'")
+        for dtype_name in ("float64", "float32"):
+            error = _exact_error(dtype_name)
+            results.append(Check("numpy", "exact", dtype_name, EXACT_CHECK, error, 0.0))
     cuda_rows, cuda_skipped = cuda_checks(backends.get("cupy"), progress)  # says why not
     results += [Check(*row) for row in cuda_rows]
     skipped += [f"backend {b}: {why}" for b, why in backends.items() if why and b != "cupy"]
