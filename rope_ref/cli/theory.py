@@ -157,9 +157,9 @@ def _out_path(text: str) -> Path:
 
 def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
     """The file to write: `out`, or ``out/<figure>.png`` when `out` is a directory."""
-    if out.is_dir():
+    if _is_dir(out):
         out = out / f"{figure}.png"
-    if not out.parent.is_dir():
+    if not _is_dir(out.parent):
         msg = f"--out must be in an existing directory; got {str(out)!r} (no {str(out.parent)!r})."
         raise ValueError(msg)
     if out.suffix.lower().lstrip(".") not in formats:
@@ -169,6 +169,19 @@ def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
         )
         raise ValueError(msg)
     return out
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether `path` is a directory; a path the system refuses to look up is a ValueError.
+
+    `Path.is_dir` raises OSError for a name too long for the file system (ENAMETOOLONG) or a
+    directory that may not be searched (EACCES); those become one line naming ``--out``.
+    """
+    try:
+        return path.is_dir()
+    except OSError as err:
+        msg = f"--out cannot be used: {str(path)!r}: {err.strerror or err}."
+        raise ValueError(msg) from None
 
 
 def _draw(figure: str, out: Path, dim: int, base: float) -> None:
