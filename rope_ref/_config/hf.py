@@ -7,12 +7,14 @@ Mirrors ``transformers.modeling_rope_utils`` (5.x): the standardization of
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
 from rope_ref._config.families import DEFAULT, FAMILIES, Family
+from rope_ref._config.hf_file import read_config
 from rope_ref._config.hf_keys import check_known_keys
 from rope_ref._config.hf_precedence import base_of, fraction_of
 from rope_ref._config.hf_reader import ConfigReader
@@ -41,7 +43,7 @@ def spec_from_hf(
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
     strict = check_bool("strict", strict)
-    outer = ConfigReader(config)
+    outer = ConfigReader(_loaded(config))
     cfg = outer
     text = outer.section("text_config")
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
@@ -128,6 +130,13 @@ def spec_from_hf(
         sections=sections,
         section_order=section_order,
     )
+
+
+def _loaded(config: object) -> object:
+    """`config`, or the config.json a path (str or os.PathLike) names: a file or a directory."""
+    if isinstance(config, str | os.PathLike):
+        return read_config(config)
+    return config
 
 
 def _odd_dim_freqs(
@@ -688,6 +697,7 @@ def specs_per_layer(
 ) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
     strict = check_bool("strict", strict)
+    config = _loaded(config)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")

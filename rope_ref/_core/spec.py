@@ -287,8 +287,9 @@ class RopeSpec:
 
         Parameters
         ----------
-        config : mapping or transformers.PretrainedConfig
-            The model configuration.
+        config : mapping, transformers.PretrainedConfig, str or os.PathLike
+            The model configuration, or the path of its config.json (or of a model
+            directory holding one; a regular file of at most 16 MiB).
         layer_type : str, optional
             For configs with one RoPE per layer type (Gemma 3/4): which one, e.g.
             ``"full_attention"``.
@@ -369,8 +370,9 @@ high_freq_factor=4.0))
 
         Parameters
         ----------
-        config : mapping or transformers.PretrainedConfig
-            The model configuration; it gives ``num_hidden_layers`` or ``layer_types``.
+        config : mapping, transformers.PretrainedConfig, str or os.PathLike
+            The model configuration (or a path, as for `from_hf`); it gives
+            ``num_hidden_layers`` or ``layer_types``.
         strict : bool, default False
             As for `from_hf`.
 
