@@ -291,3 +291,11 @@ def test_plot_out_with_a_name_too_long_is_a_usage_error(tmp_path, capsys, tail):
     assert err.startswith("rope-ref plot: error: --out")
     assert "too long" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_base_lower_bound_of_context_zero_reports_progress():
+    from rope_ref.analysis import base_lower_bound
+
+    shares: list[float] = []
+    assert base_lower_bound(64, 0, progress=shares.append) == 1.0
+    assert all(0.0 <= share <= 1.0 for share in shares)
