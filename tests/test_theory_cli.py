@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -299,3 +300,15 @@ def test_base_lower_bound_of_context_zero_reports_progress():
     shares: list[float] = []
     assert base_lower_bound(64, 0, progress=shares.append) == 1.0
     assert all(0.0 <= share <= 1.0 for share in shares)
+
+
+def test_plot_out_naming_a_fifo_is_a_usage_error(tmp_path, capsys):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "decay.png"
+    os.mkfifo(fifo)  # writing would wait for a reader forever
+    started = time.monotonic()
+    assert main(["plot", "decay", "--out", str(fifo)]) == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert err.startswith("rope-ref plot: error: --out must name a regular file")

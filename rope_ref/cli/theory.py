@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import math
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ def _plot(args: argparse.Namespace) -> int:
     try:
         _draw(args.figure, out, args.dim, args.base)
     except OSError as err:
-        return _error("plot", f"cannot write {str(out)!r}: {err.strerror or err}.")
+        return _error("plot", f"cannot write {str(out)!r}: {_reason(err)}.")
     print(out)
     return 0
 
@@ -162,6 +163,9 @@ def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
     if not _is_dir(out.parent):
         msg = f"--out must be in an existing directory; got {str(out)!r} (no {str(out.parent)!r})."
         raise ValueError(msg)
+    if _is_special(out):  # a FIFO would block the write, a device swallow the figure
+        msg = f"--out must name a regular file or a directory; got {str(out)!r} (neither)."
+        raise ValueError(msg)
     if out.suffix.lower().lstrip(".") not in formats:
         msg = (
             f"--out must end in an image format ({', '.join('.' + f for f in formats)}), "
@@ -169,6 +173,11 @@ def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
         )
         raise ValueError(msg)
     return out
+
+
+def _reason(err: OSError) -> str:
+    """Why the system refused, without a closing period (the message adds one)."""
+    return str(err.strerror or err).rstrip(".")
 
 
 def _is_dir(path: Path) -> bool:
@@ -180,8 +189,20 @@ def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()
     except OSError as err:
-        msg = f"--out cannot be used: {str(path)!r}: {err.strerror or err}."
+        msg = f"--out cannot be used: {str(path)!r}: {_reason(err)}."
         raise ValueError(msg) from None
+
+
+def _is_special(path: Path) -> bool:
+    """Whether `path` exists and is neither a regular file nor a directory."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        msg = f"--out cannot be used: {str(path)!r}: {_reason(err)}."
+        raise ValueError(msg) from None
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _draw(figure: str, out: Path, dim: int, base: float) -> None:
