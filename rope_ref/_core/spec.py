@@ -323,8 +323,10 @@ class RopeSpec:
             a rotation no spec states (the message says why), a config value is out of
             range (``rope_theta <= 1``, a fractional or zero
             integer, NaN), the config has no usable head size, an unknown ``rope_type``, an
-            odd rotary dimension, or parameters the scaling rule rejects. A missing or
-            None value takes its default; 0, ``""`` and False are values, never "absent".
+            odd rotary dimension, or parameters the scaling rule rejects; or if a path
+            names no config.json, or one that is not a regular file of at most 16 MiB
+            holding a JSON object (the message names the path). A missing or None value
+            takes its default; 0, ``""`` and False are values, never "absent".
 
         See Also
         --------
