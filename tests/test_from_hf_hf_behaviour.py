@@ -156,26 +156,29 @@ def test_pe_towers_rotate_interleaved_pairs_as_their_code_does(config_class, mod
     assert np.max(np.abs(hf_k.numpy() - ours_k)) < 1e-4
 
 
-# --- Moonshine: the heads key of HF's attribute map -----------------------------------------
+# --- Moonshine: the heads its model really uses -------------------------------------------
 
 
 @pytest.mark.parametrize(("encoder_heads", "decoder_heads"), [(8, 8), (4, 8), (8, 4)])
-def test_moonshine_config_json_reads_the_heads_hf_reads(encoder_heads, decoder_heads):
-    modeling = pytest.importorskip("transformers.models.moonshine.modeling_moonshine")
-    config = transformers.MoonshineConfig(
-        hidden_size=288,
-        encoder_num_attention_heads=encoder_heads,
-        decoder_num_attention_heads=decoder_heads,
-        encoder_num_key_value_heads=encoder_heads,
-        decoder_num_key_value_heads=decoder_heads,
-    )
+def test_moonshine_reads_the_heads_its_model_uses(encoder_heads, decoder_heads):
+    # MoonshineAttention sets config.num_attention_heads (attribute_map: the decoder's) to
+    # the encoder's count before either rotary module is built: the model's RoPE is
+    # hidden_size // encoder_num_attention_heads, from the config object or its config.json
+    sizes = {
+        "hidden_size": 128, "intermediate_size": 64,
+        "encoder_num_hidden_layers": 1, "decoder_num_hidden_layers": 1,
+        "encoder_num_attention_heads": encoder_heads, "encoder_num_key_value_heads": encoder_heads,
+        "decoder_num_attention_heads": decoder_heads, "decoder_num_key_value_heads": decoder_heads,
+    }  # fmt: skip
+    config = transformers.MoonshineConfig(**sizes)
     raw = config.to_dict()
     assert "num_attention_heads" not in raw  # config.json names only the aliases
-    spec = rr.RopeSpec.from_hf(raw)
-    assert spec == rr.RopeSpec.from_hf(config)
-    module = modeling.MoonshineRotaryEmbedding(config)
-    expected = hf_inv_freq(module)
-    assert spec.head_dim == 288 // decoder_heads  # attribute_map: -> decoder_num_attention_heads
-    assert spec.rotary_dim == 2 * expected.size
-    got = rr_inv_freq(spec)
-    assert np.allclose(got, expected, rtol=(np.abs(np.log(got)) + 8) * U32, atol=0)
+    specs = [rr.RopeSpec.from_hf(raw), rr.RopeSpec.from_hf(config)]
+    model = transformers.MoonshineModel(transformers.MoonshineConfig(**sizes))
+    for module in (model.encoder.rotary_emb, model.decoder.rotary_emb):
+        expected = hf_inv_freq(module)
+        for spec in specs:
+            assert spec.head_dim == 128 // encoder_heads
+            assert spec.rotary_dim == 2 * expected.size
+            got = rr_inv_freq(spec)
+            assert np.allclose(got, expected, rtol=(np.abs(np.log(got)) + 8) * U32, atol=0)

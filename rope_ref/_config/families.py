@@ -37,6 +37,9 @@ class Family:
     #: The family's own names of (hidden_size, num_attention_heads): HF's attribute_map
     #: aliases, each read where the common name is absent.
     size_keys: tuple[tuple[str, str], ...] = ()
+    #: Key of the head count the model's rotary modules really use, read before
+    #: ``num_attention_heads`` (Moonshine's encoder overwrites the config's head count).
+    heads_key: str | None = None
     #: HF rounds ``hidden_size // num_attention_heads`` down when they do not divide.
     floor_division: bool = False
     #: An odd ``int(head_dim * partial_rotary_factor)`` = d is kept, as HF's
@@ -122,10 +125,11 @@ FAMILIES: dict[str, Family] = {
         layout=_EVERY_TWO,
     ),
     "moonshine": Family(
-        "transformers/models/moonshine/modeling_moonshine.py: rotate_half; "
-        "MoonshineConfig.attribute_map num_attention_heads -> decoder_num_attention_heads",
+        "transformers/models/moonshine/modeling_moonshine.py: rotate_half; MoonshineAttention "
+        "sets config.num_attention_heads (attribute_map: decoder_num_attention_heads) to "
+        "encoder_num_attention_heads before either rotary module is built",
         layout=_EVERY_TWO,
-        size_keys=(("hidden_size", "decoder_num_attention_heads"),),
+        heads_key="encoder_num_attention_heads",
     ),
     "moonshine_streaming": Family(
         "transformers/models/moonshine_streaming/modeling_moonshine_streaming.py: rotate_half",

@@ -380,7 +380,10 @@ def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> 
     """
     hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
     hidden_key, hidden = _first_given(cfg, [hidden_key, *(h for h, _ in family.size_keys)])
-    heads_key, heads = _first_given(cfg, ["num_attention_heads", *(n for _, n in family.size_keys)])
+    first = [] if family.heads_key is None else [family.heads_key]
+    heads_key, heads = _first_given(
+        cfg, [*first, "num_attention_heads", *(n for _, n in family.size_keys)]
+    )
     if hidden is None or heads is None:
         msg = (
             "`config` must give head_dim, or hidden_size and num_attention_heads; "
