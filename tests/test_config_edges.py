@@ -264,3 +264,44 @@ def test_inferred_seq_len_is_explained(rule):
     with pytest.raises(ValueError, match=explained):  # q and k share the inferred seq_len
         rr.apply_rope_qk(q, q, spec, np.array([-10, -5]))
     assert rr.rope_angles(spec, [-10, -5], seq_len=8).shape == (2, 4)
+
+
+# --- from_hf: each refusal names the key the user gave and its value -----------------------
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "llama"])
+def test_odd_qk_rope_head_dim_is_refused_naming_it(model_type):
+    config = {
+        "model_type": model_type, "hidden_size": 256, "num_attention_heads": 4,
+        "qk_rope_head_dim": 63,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match=r"`qk_rope_head_dim` must be even") as info:
+        rr.RopeSpec.from_hf(config)
+    assert "qk_rope_head_dim=63 (config)" in str(info.value)
+    assert "hidden_size" not in str(info.value)  # not the key from_hf did not read
+
+
+def test_odd_head_size_from_aliases_names_the_aliases():
+    # DBRX's attribute_map: hidden_size -> d_model, num_attention_heads -> n_heads
+    config = {"model_type": "dbrx", "d_model": 126, "n_heads": 2}
+    with pytest.raises(
+        ValueError,
+        match=r"`head_dim` must be even.*got head_dim=63 \(d_model=126 // n_heads=2 in config\)",
+    ):
+        rr.RopeSpec.from_hf(config)
+
+
+@pytest.mark.parametrize("layers", [{}, {"num_hidden_layers": 6}, {"num_hidden_layers": 1}])
+@pytest.mark.parametrize("value", [0, 1, -5.0, math.inf])
+def test_bad_local_base_is_refused_naming_it_whatever_the_layers(layers, value):
+    config = {
+        "model_type": "gemma3_text", "hidden_size": 256, "num_attention_heads": 4,
+        "head_dim": 64, "rope_local_base_freq": value, **layers,
+    }  # fmt: skip
+    expected = rf"`rope_local_base_freq` must be .* greater than 1; got {re.escape(repr(value))}"
+    for layer_type in (None, "full_attention", "sliding_attention"):
+        with pytest.raises(ValueError, match=expected + r" \(config\)"):
+            rr.RopeSpec.from_hf(config, layer_type=layer_type)
+    if layers:
+        with pytest.raises(ValueError, match=expected):
+            rr.RopeSpec.from_hf_layers(config)

@@ -249,7 +249,8 @@ def test_other_keys_and_missing_keys(config, error, message):
 
 
 def test_a_config_that_is_not_a_mapping_is_a_type_error():
-    for config in (None, "config.json", b"{}", 5, [("head_dim", 64)]):
+    # a str or os.PathLike is a path (tests/test_from_hf_path.py); bytes are not
+    for config in (None, b"{}", b"config.json", 5, [("head_dim", 64)]):
         with pytest.raises(TypeError, match=re.escape("`config` must be a config mapping")):
             rr.RopeSpec.from_hf(config)
 

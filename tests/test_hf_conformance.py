@@ -382,7 +382,9 @@ def test_from_hf_and_to_hf_errors():
     with pytest.raises(ValueError, match=r"`partial_rotary_factor` must give an even"):
         rr.RopeSpec.from_hf({"head_dim": 10, "partial_rotary_factor": 0.5})
     with pytest.raises(TypeError, match=r"`config` must be a config mapping"):
-        rr.RopeSpec.from_hf("config.json")
+        rr.RopeSpec.from_hf(b"config.json")
+    with pytest.raises(ValueError, match=r"`config` path 'no/such/config.json' does not exist"):
+        rr.RopeSpec.from_hf("no/such/config.json")  # a string is a path
     with pytest.raises(ValueError, match=r"layout='interleaved'"):
         rr.RopeSpec(head_dim=8, layout="interleaved").to_hf()
     with pytest.raises(ValueError, match=r"`spec.scaling` must be a rule with a HF rope_type"):

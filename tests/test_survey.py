@@ -135,3 +135,16 @@ def test_the_command_prints_a_table(capsys):
     rows = [line for line in out[2:] if line.startswith("rotary-embedding-torch")]
     assert len(rows) == 3
     assert all("conformant" in row and "float32-grade" in row for row in rows)
+
+
+def test_notes_under_the_table_are_wrapped_to_the_width():
+    diagnosis = " ".join(f"word{i}" for i in range(60))  # about 400 characters
+    rows = [Row("q", "", "q", "not installed", "skipped", diagnosis=diagnosis)]
+    lines = table_lines(rows, width=60)
+    assert all(len(line) <= 60 for line in lines), lines
+    notes = lines[lines.index("") + 1 :]
+    assert notes[0].startswith("- q (not installed): word0")
+    assert all(line.startswith("  word") for line in notes[1:])
+    assert " ".join(line.strip() for line in notes) == f"- q (not installed): {diagnosis}"
+    # off a terminal (no width) each note stays on one line, whole
+    assert table_lines(rows)[-1] == f"- q (not installed): {diagnosis}"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import sys
 import time
@@ -268,3 +270,45 @@ def test_bound_labels_sit_clear_of_the_curve_and_inside_the_axes(monkeypatch):
         assert frame.y0 <= box.y0, label.get_text()
         assert box.y1 <= frame.y1, label.get_text()
         assert not any(box.contains(x, y) for x, y in points), label.get_text()
+
+
+def test_bound_of_context_zero_is_base_one(capsys):
+    # m = 0 is the only distance: B_0 = d/2 > 0 whatever the base, so every base works
+    assert worst(128, 0, 1.0) > 0
+    assert main(["bound", "--context", "0", "--context", "1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.strip().splitlines()[2:-1]]
+    assert rows == [["0", "1.0"], ["1", "1.0"]]
+    assert main(["bound", "--context", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bounds"] == [
+        {"context_length": 0, "smallest_base": 1.0}
+    ]
+
+
+@pytest.mark.parametrize("tail", ["{}.png", "{}/decay.png", "{}/"])
+def test_plot_out_with_a_name_too_long_is_a_usage_error(tmp_path, capsys, tail):
+    out = str(tmp_path / tail.format("a" * 300))
+    assert main(["plot", "decay", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rope-ref plot: error: --out")
+    assert "too long" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_base_lower_bound_of_context_zero_reports_progress():
+    from rope_ref.analysis import base_lower_bound
+
+    shares: list[float] = []
+    assert base_lower_bound(64, 0, progress=shares.append) == 1.0
+    assert all(0.0 <= share <= 1.0 for share in shares)
+
+
+def test_plot_out_naming_a_fifo_is_a_usage_error(tmp_path, capsys):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "decay.png"
+    os.mkfifo(fifo)  # writing would wait for a reader forever
+    started = time.monotonic()
+    assert main(["plot", "decay", "--out", str(fifo)]) == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert err.startswith("rope-ref plot: error: --out must name a regular file")

@@ -37,6 +37,9 @@ class Family:
     #: The family's own names of (hidden_size, num_attention_heads): HF's attribute_map
     #: aliases, each read where the common name is absent.
     size_keys: tuple[tuple[str, str], ...] = ()
+    #: Key of the head count the model's rotary modules really use, read before
+    #: ``num_attention_heads`` (Moonshine's encoder overwrites the config's head count).
+    heads_key: str | None = None
     #: HF rounds ``hidden_size // num_attention_heads`` down when they do not divide.
     floor_division: bool = False
     #: An odd ``int(head_dim * partial_rotary_factor)`` = d is kept, as HF's
@@ -46,8 +49,11 @@ class Family:
     rotary_at_end: bool = False
     #: Key holding the number of rotated features (GPT-J's ``rotary_dim``).
     rotary_dim_key: str | None = None
-    #: Legacy names of ``partial_rotary_factor`` and ``rope_theta`` in raw configs.
+    #: Legacy names of ``partial_rotary_factor`` and ``rope_theta`` in raw configs. A family
+    #: with a legacy fraction key reads it in place of a top-level ``partial_rotary_factor``
+    #: (its config class never reads that one), and `fraction_default` when both are absent.
     fraction_keys: tuple[str, ...] = ()
+    fraction_default: float = 1.0
     base_keys: tuple[str, ...] = ()
     #: Keys of `rope_parameters` that each hold one RoPE, where the family's config class
     #: declares them (``_rope_type_labels``, absent from its config.json).
@@ -119,7 +125,11 @@ FAMILIES: dict[str, Family] = {
         layout=_EVERY_TWO,
     ),
     "moonshine": Family(
-        "transformers/models/moonshine/modeling_moonshine.py: rotate_half", layout=_EVERY_TWO
+        "transformers/models/moonshine/modeling_moonshine.py: rotate_half; MoonshineAttention "
+        "sets config.num_attention_heads (attribute_map: decoder_num_attention_heads) to "
+        "encoder_num_attention_heads before either rotary module is built",
+        layout=_EVERY_TWO,
+        heads_key="encoder_num_attention_heads",
     ),
     "moonshine_streaming": Family(
         "transformers/models/moonshine_streaming/modeling_moonshine_streaming.py: rotate_half",
@@ -199,11 +209,23 @@ FAMILIES: dict[str, Family] = {
     "pe_audio_encoder": Family(
         "transformers/models/pe_audio/modeling_pe_audio.py: rotate_half", layout=_EVERY_TWO
     ),
+    # The video towers rotate q.reshape(..., -1, 1, 2) by stack_freqs(cos, sin): pairs
+    # (2j, 2j + 1) at the first half of the cos/sin tables.
+    "pe_video_encoder": Family(
+        "transformers/models/pe_video/modeling_pe_video.py: apply_rotary_pos_emb, stack_freqs",
+        layout=_EVERY_TWO,
+    ),
+    "pe_audio_video_encoder": Family(
+        "transformers/models/pe_audio_video/modeling_pe_audio_video.py: apply_rotary_pos_emb, "
+        "stack_freqs",
+        layout=_EVERY_TWO,
+    ),
     # Head sizes and legacy keys.
     "gpt_neox": Family(
         "transformers/models/gpt_neox/configuration_gpt_neox.py: rotary_pct (default 0.25), "
         "rotary_emb_base",
         fraction_keys=("rotary_pct",),
+        fraction_default=0.25,
         base_keys=("rotary_emb_base",),
     ),
     "gpt_neox_japanese": Family(

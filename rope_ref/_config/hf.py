@@ -7,13 +7,16 @@ Mirrors ``transformers.modeling_rope_utils`` (5.x): the standardization of
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
 from rope_ref._config.families import DEFAULT, FAMILIES, Family
+from rope_ref._config.hf_file import read_config
 from rope_ref._config.hf_keys import check_known_keys
+from rope_ref._config.hf_precedence import base_of, fraction_of
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._core.aliases import Layout, SectionOrder
 from rope_ref._core.spec import RopeSpec, ScalingRule
@@ -26,8 +29,6 @@ __all__ = ["spec_from_hf", "spec_to_hf"]
 _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
 #: Legacy type names and what HF maps them to.
 _ALIASES = {"su": "longrope", "mrope": "default"}
-#: Labels of a `default_theta` mapping by layer type (Gemma 3's "global" and "local").
-_DEFAULT_THETA_LABELS = {"full_attention": "global", "sliding_attention": "local"}
 T = TypeVar("T")
 
 _TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional", "axial")
@@ -42,7 +43,7 @@ def spec_from_hf(
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
     strict = check_bool("strict", strict)
-    outer = ConfigReader(config)
+    outer = ConfigReader(_loaded(config))
     cfg = outer
     text = outer.section("text_config")
     if text is not None and not (outer.has("head_dim") or outer.has("hidden_size")):
@@ -50,16 +51,20 @@ def spec_from_hf(
     model_type, family = _family(outer, cfg)
     _refuse_without_rope(family, cfg)
     check_known_keys(cfg, strict=strict)
+    if family.local_base_key is not None:  # checked whatever the layer types say
+        cfg.real(family.local_base_key, above=1.0)
     top = _top_rope_parameters(cfg)
     top = _legacy_layer_parameters(top, cfg, family)
     params = _layer_parameters(top, cfg, family, layer_type)
     rope_type = _rope_type(params, cfg)
-    base = _base(params, cfg, family, layer_type)
+    base = base_of(params, cfg, family, layer_type, strict=strict)
     layer = _layer_config(cfg, layer_type, family)
-    head_dim, head_key = _head_dim(layer, cfg, family, rope_type)
+    head_dim, head_key, head_origin = _head_dim(layer, cfg, family, rope_type)
     if rope_type == "axial":
         return _axial_spec(head_dim, base)
-    fraction, source = _fraction_of(params, cfg, family, zero_allowed=rope_type == "proportional")
+    fraction, source = fraction_of(
+        params, cfg, family, zero_allowed=rope_type == "proportional", strict=strict
+    )
     if head_key == "qk_rope_head_dim" and source is not None:
         whole = _per_layer_safe(cfg, "head_dim")
         if whole is not None and int(whole * fraction) == head_dim:
@@ -80,9 +85,10 @@ def spec_from_hf(
         rotary_dim += 1
     if rotary_dim % 2 or rotary_dim < 2:
         if source is None or rope_type == "proportional":  # the whole head rotates
+            name = "head_dim" if head_key == "hidden_size" else head_key
             msg = (
-                "`head_dim` must be even (RoPE rotates pairs of features) and at least 2; "
-                f"got head_dim={head_dim} ({_head_dim_origin(cfg)})."
+                f"`{name}` must be even (RoPE rotates pairs of features) and at least 2; "
+                f"got {name}={head_dim} ({head_origin})."
             )
         else:
             msg = (
@@ -124,6 +130,13 @@ def spec_from_hf(
         sections=sections,
         section_order=section_order,
     )
+
+
+def _loaded(config: object) -> object:
+    """`config`, or the config.json a path (str or os.PathLike) names: a file or a directory."""
+    if isinstance(config, str | os.PathLike):
+        return read_config(config)
+    return config
 
 
 def _odd_dim_freqs(
@@ -267,6 +280,15 @@ def _layer_parameters(
 
 def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
     key = "rope_type" if params.has("rope_type") else "type"
+    written = "rope_type" if "rope_type" in _keys(params) else "type"
+    if written in _keys(params) and params.raw(written) is None:
+        # HF keeps an explicit null as the type and its rotary modules fail on it
+        # (ROPE_INIT_FUNCTIONS[None]: KeyError), whatever else the parameters say.
+        requirement = (
+            f"one of {', '.join(map(repr, _TYPES))}, or left out for 'default' (HF's rotary "
+            "modules raise KeyError for a null type)"
+        )
+        params.fail(written, requirement, None, ValueError)
     given = params.string(key)
     rope_type = "default" if given is None else given  # "" is a value (an unknown type)
     rope_type = _ALIASES.get(rope_type, rope_type)
@@ -281,53 +303,9 @@ def _rope_type(params: ConfigReader, cfg: ConfigReader) -> str:
     return rope_type
 
 
-def _base(params: ConfigReader, cfg: ConfigReader, family: Family, layer_type: str | None) -> float:
-    """``rope_theta`` of the parameters, the config or a legacy key, else the class default.
-
-    The class default is read by layer type where a class keeps one per type (Gemma 3).
-    """
-    keys = [(params, "rope_theta"), (cfg, "rope_theta")]
-    keys += [(cfg, key) for key in family.base_keys]
-    values = [source.real(key, above=1.0) for source, key in keys]
-    default = cfg.raw("default_theta")
-    if isinstance(default, Mapping):
-        label = _DEFAULT_THETA_LABELS.get(layer_type or "", layer_type or "")
-        default = default.get(layer_type) or default.get(label)
-        cfg = ConfigReader({"default_theta": default}, f"{cfg.where}.default_theta")
-    values.append(cfg.real("default_theta", above=1.0))
-    return float(_first(values, 10000.0))
-
-
 def _first(values: list[Any], default: Any) -> Any:
     """The first value that is not None (every one was checked), else `default`."""
     return next((v for v in values if v is not None), default)
-
-
-def _fraction_of(
-    params: ConfigReader, cfg: ConfigReader, family: Family, *, zero_allowed: bool
-) -> tuple[float, ConfigReader | None]:
-    """``partial_rotary_factor`` (parameters first, as HF), else a legacy key of the family.
-
-    Returns the value and where it was read (None: absent).
-    """
-    bounds = {"at_least": 0.0} if zero_allowed else {"above": 0.0}
-    keys = [(params, "partial_rotary_factor"), (cfg, "partial_rotary_factor")]
-    keys += [(cfg, key) for key in family.fraction_keys]
-    for source, key in keys:
-        value = source.real(key, at_most=1.0, **bounds)
-        if value is not None:
-            return value, source
-    return 1.0, None
-
-
-def _head_dim_origin(cfg: ConfigReader) -> str:
-    """Where `_head_dim` read the head size, for error messages."""
-    if cfg.has("head_dim"):
-        return cfg.where
-    return (
-        f"hidden_size={cfg.raw('hidden_size')!r} // "
-        f"num_attention_heads={cfg.raw('num_attention_heads')!r} in {cfg.where}"
-    )
 
 
 def _axial_spec(head_dim: int, base: float) -> RopeSpec:
@@ -383,25 +361,29 @@ def _layer_overrides(
 
 def _head_dim(
     layer: ConfigReader | None, cfg: ConfigReader, family: Family, rope_type: str
-) -> tuple[int, str]:
-    """The head size RoPE sees and the key it was read from."""
+) -> tuple[int, str, str]:
+    """The head size RoPE sees, the key it was read from, and where (for error messages)."""
     for reader in [r for r in (layer, cfg) if r is not None]:
         for key in (*family.head_dim_keys, "head_dim"):
             head_dim = _per_layer_safe(reader, key)
             if head_dim is not None:
-                return head_dim, key
-    return _head_dim_from_sizes(cfg, family, vision=rope_type == "axial"), "hidden_size"
+                return head_dim, key, reader.where
+    head_dim, origin = _head_dim_from_sizes(cfg, family, vision=rope_type == "axial")
+    return head_dim, "hidden_size", origin
 
 
-def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> int:
-    """``hidden // heads``, each of the two read as HF's ``attribute_map`` reads it.
+def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> tuple[int, str]:
+    """``hidden // heads``, each read as HF's ``attribute_map`` reads it, and where from.
 
     A family's own name (``n_embd``, ``n_head``) is an alias of the common one, which wins
     when both are given.
     """
     hidden_key = "embed_dim" if vision and cfg.has("embed_dim") else "hidden_size"
     hidden_key, hidden = _first_given(cfg, [hidden_key, *(h for h, _ in family.size_keys)])
-    _, heads = _first_given(cfg, ["num_attention_heads", *(n for _, n in family.size_keys)])
+    first = [] if family.heads_key is None else [family.heads_key]
+    heads_key, heads = _first_given(
+        cfg, [*first, "num_attention_heads", *(n for _, n in family.size_keys)]
+    )
     if hidden is None or heads is None:
         msg = (
             "`config` must give head_dim, or hidden_size and num_attention_heads; "
@@ -412,7 +394,7 @@ def _head_dim_from_sizes(cfg: ConfigReader, family: Family, *, vision: bool) -> 
     if hidden % heads and not family.floor_division:
         requirement = f"a multiple of num_attention_heads ({heads}) when head_dim is absent"
         cfg.fail(hidden_key, requirement, hidden, ValueError)
-    return hidden // heads
+    return hidden // heads, f"{hidden_key}={hidden} // {heads_key}={heads} in {cfg.where}"
 
 
 def _first_given(cfg: ConfigReader, keys: list[str]) -> tuple[str, int | None]:
@@ -718,6 +700,7 @@ def specs_per_layer(
 ) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
     strict = check_bool("strict", strict)
+    config = _loaded(config)
     outer = ConfigReader(config)
     cfg = outer
     text = outer.section("text_config")

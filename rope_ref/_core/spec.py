@@ -287,8 +287,9 @@ class RopeSpec:
 
         Parameters
         ----------
-        config : mapping or transformers.PretrainedConfig
-            The model configuration.
+        config : mapping, transformers.PretrainedConfig, str or os.PathLike
+            The model configuration, or the path of its config.json (or of a model
+            directory holding one; a regular file of at most 16 MiB).
         layer_type : str, optional
             For configs with one RoPE per layer type (Gemma 3/4): which one, e.g.
             ``"full_attention"``.
@@ -322,8 +323,10 @@ class RopeSpec:
             a rotation no spec states (the message says why), a config value is out of
             range (``rope_theta <= 1``, a fractional or zero
             integer, NaN), the config has no usable head size, an unknown ``rope_type``, an
-            odd rotary dimension, or parameters the scaling rule rejects. A missing or
-            None value takes its default; 0, ``""`` and False are values, never "absent".
+            odd rotary dimension, or parameters the scaling rule rejects; or if a path
+            names no config.json, or one that is not a regular file of at most 16 MiB
+            holding a JSON object (the message names the path). A missing or None value
+            takes its default; 0, ``""`` and False are values, never "absent".
 
         See Also
         --------
@@ -369,8 +372,9 @@ high_freq_factor=4.0))
 
         Parameters
         ----------
-        config : mapping or transformers.PretrainedConfig
-            The model configuration; it gives ``num_hidden_layers`` or ``layer_types``.
+        config : mapping, transformers.PretrainedConfig, str or os.PathLike
+            The model configuration (or a path, as for `from_hf`); it gives
+            ``num_hidden_layers`` or ``layer_types``.
         strict : bool, default False
             As for `from_hf`.
 

@@ -305,6 +305,8 @@ class _Work:
         current = walked * length
         ahead = sum(cost for n, cost in self.planned.items() if n > length)
         expected = self.finished + max(self.planned[length], current) + ahead
+        if expected <= 0.0:  # context 0: nothing to walk
+            return 0.0
         return min(0.99, (self.finished + current) / expected)  # 1 when the search returns
 
     def finish(self, length: int, walked: float) -> None:

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import math
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ def _plot(args: argparse.Namespace) -> int:
     try:
         _draw(args.figure, out, args.dim, args.base)
     except OSError as err:
-        return _error("plot", f"cannot write {str(out)!r}: {err.strerror or err}.")
+        return _error("plot", f"cannot write {str(out)!r}: {_reason(err)}.")
     print(out)
     return 0
 
@@ -157,10 +158,13 @@ def _out_path(text: str) -> Path:
 
 def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
     """The file to write: `out`, or ``out/<figure>.png`` when `out` is a directory."""
-    if out.is_dir():
+    if _is_dir(out):
         out = out / f"{figure}.png"
-    if not out.parent.is_dir():
+    if not _is_dir(out.parent):
         msg = f"--out must be in an existing directory; got {str(out)!r} (no {str(out.parent)!r})."
+        raise ValueError(msg)
+    if _is_special(out):  # a FIFO would block the write, a device swallow the figure
+        msg = f"--out must name a regular file or a directory; got {str(out)!r} (neither)."
         raise ValueError(msg)
     if out.suffix.lower().lstrip(".") not in formats:
         msg = (
@@ -169,6 +173,36 @@ def _output_file(out: Path, figure: str, formats: tuple[str, ...]) -> Path:
         )
         raise ValueError(msg)
     return out
+
+
+def _reason(err: OSError) -> str:
+    """Why the system refused, without a closing period (the message adds one)."""
+    return str(err.strerror or err).rstrip(".")
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether `path` is a directory; a path the system refuses to look up is a ValueError.
+
+    `Path.is_dir` raises OSError for a name too long for the file system (ENAMETOOLONG) or a
+    directory that may not be searched (EACCES); those become one line naming ``--out``.
+    """
+    try:
+        return path.is_dir()
+    except OSError as err:
+        msg = f"--out cannot be used: {str(path)!r}: {_reason(err)}."
+        raise ValueError(msg) from None
+
+
+def _is_special(path: Path) -> bool:
+    """Whether `path` exists and is neither a regular file nor a directory."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        msg = f"--out cannot be used: {str(path)!r}: {_reason(err)}."
+        raise ValueError(msg) from None
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _draw(figure: str, out: Path, dim: int, base: float) -> None:

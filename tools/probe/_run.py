@@ -24,6 +24,7 @@ import warnings
 from collections import Counter, defaultdict
 from typing import Any
 
+import dask
 import jax
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ def _state() -> dict[str, Any]:
     return {
         "numpy errstate": np.geterr(),
         "numpy print options": repr(np.get_printoptions()),
-        "numpy legacy random": np.random.get_state()[1].tobytes(),  # noqa: NPY002
+        "numpy legacy random": np.random.get_state(legacy=False)["state"]["key"].tobytes(),  # noqa: NPY002
         "random": random.getstate(),
         "jax_enable_x64": jax.config.read("jax_enable_x64"),
         "torch default dtype": torch.get_default_dtype(),
@@ -133,10 +134,11 @@ def _child(c: Case, fd: int) -> None:
 
 def run_all(cases: list[Case], jobs: int) -> list[tuple[Case, str, str, float]]:
     """Run `cases`, `jobs` children at a time: (case, category, note, seconds) each."""
+    dask.config.set(scheduler="synchronous")  # no thread pool left behind by the probe itself
     pending = list(cases)
     running: dict[int, tuple[Case, int, float, bytearray]] = {}
     done: list[tuple[Case, str, str, float]] = []
-    import sympy  # noqa: F401  (imported here, its warning filter is not a call's doing)
+    import sympy  # type: ignore[import-untyped]  # noqa: F401  (its warning filter is not a call's doing)
     import torch._dynamo  # noqa: F401
     import transformers  # noqa: F401
 

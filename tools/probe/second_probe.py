@@ -18,8 +18,9 @@ address-space cap, and is classified:
 - ``wrong``: a wrong value, a result where an error was due, or an error naming the wrong
   parameter or not showing the value received.
 
-Run ``python tools/probe/second_probe.py`` (``-k TEXT`` selects cases by name, ``-j N`` runs N
-children at once, ``--json FILE`` writes every outcome).
+Run ``python tools/probe/second_probe.py`` (``-k TEXT`` selects cases by name, ``--cases FILE``
+runs the cases a JSON list names by ``"func: name"``, ``-j N`` runs N children at once,
+``--json FILE`` writes every outcome). ``tests/test_probe.py`` runs it as one test per case.
 
 The probe lives in this directory: ``_expect.py`` (cases, expectations, inputs and the
 independent formulas), ``_cli.py`` (running the command), the ``cases_*.py`` modules (the cases,
@@ -34,7 +35,7 @@ import importlib
 import json
 import sys
 
-from _expect import CASES
+from _expect import CASES, Case
 from _run import report, run_all
 
 # the case modules, in the order their cases are run and reported
@@ -54,6 +55,11 @@ for module in CASE_MODULES:
     importlib.import_module(module)
 
 
+def case_id(c: Case) -> str:
+    """The name a case is selected and reported by: ``"func: name"`` (unique)."""
+    return f"{c.func}: {c.name}"
+
+
 def main() -> int:
     """Run the cases asked for; exit status 1 if any is a finding."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -62,8 +68,16 @@ def main() -> int:
     )
     parser.add_argument("-j", "--jobs", type=int, default=2, help="children at once (default 2)")
     parser.add_argument("--json", help="write every outcome to this file")
+    parser.add_argument("--cases", help='run the cases this JSON list names ("func: name")')
     args = parser.parse_args()
-    cases = [c for c in CASES if args.k in f"{c.func}: {c.name}"]
+    cases = [c for c in CASES if args.k in case_id(c)]
+    if args.cases:
+        with open(args.cases) as f:
+            wanted = set(json.load(f))
+        unknown = wanted - {case_id(c) for c in CASES}
+        if unknown:
+            parser.error(f"--cases names unknown cases: {sorted(unknown)[:5]}")
+        cases = [c for c in cases if case_id(c) in wanted]
     done = run_all(cases, args.jobs)
     done.sort(key=lambda d: CASES.index(d[0]))
     report(done)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any
 
 __all__ = ["register"]
@@ -144,7 +145,21 @@ def table_lines(rows: list[Any], *, width: int | None = None) -> list[str]:
         body.append(line + _ulps_cell(row, rows))
         if row.diagnosis is not None:
             notes.append(f"- {row.peer} ({row.settings}): {row.diagnosis}")
-    return format_table(columns, body, width=width) + (["", *notes] if notes else [])
+    return format_table(columns, body, width=width) + (
+        ["", *_wrapped(notes, width)] if notes else []
+    )
+
+
+def _wrapped(notes: list[str], width: int | None) -> list[str]:
+    """The notes, each wrapped at word boundaries to `width` (None: one line each)."""
+    if width is None:
+        return notes
+    lines = []
+    for note in notes:
+        lines += textwrap.wrap(
+            note, width=max(width, 20), subsequent_indent="  ", break_on_hyphens=False
+        )
+    return lines
 
 
 def _ulps_cell(row: Any, rows: list[Any]) -> tuple[str, ...]:
