@@ -52,6 +52,7 @@ class _ShortRoad(NamedTuple):
     compiling: Callable[[], bool]  # torch.compiler.is_compiling
     kernel: ModuleType  # the Numba kernel
     from_numpy: Callable[[np.ndarray], Any]  # torch.from_numpy
+    forward_ad: ModuleType  # torch.autograd.forward_ad: its level is >= 0 inside dual_level
 
 
 _kinds: dict[type, str] = {}
@@ -92,7 +93,10 @@ def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
         dtypes = (torch.float16, torch.float32, torch.float64)
         kernel = _numba()
         if kernel is not None:
-            road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy)
+            import torch.autograd.forward_ad
+
+            road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy,
+                              torch.autograd.forward_ad)  # fmt: skip
             _short_roads.update(dict.fromkeys(dtypes, road))
         for t, n in zip(dtypes, (np.float16, np.float32, np.float64), strict=True):
             _torch_views[t] = (t, np.dtype(n))
@@ -149,9 +153,20 @@ def apply(
     if kind == "torch" and positions is None and out is None and role is None:
         # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
         road = _short_roads.get(x.dtype)
-        if road and not road.compiling() and x.is_cpu and not (x.requires_grad or x.is_neg()):
-            result = numpy_kernel_call(road.kernel, x.numpy(), spec, offset, seq_axis, inverse,
-                                       seq_len, None)  # fmt: skip
+        if (
+            road
+            and not road.compiling()
+            and x.is_cpu
+            and not (x.requires_grad or x.is_neg())
+            and road.forward_ad._current_level < 0
+        ):
+            try:
+                view = x.numpy()
+            except RuntimeError:  # no storage of its own (inside torch.func.vmap)
+                view = None
+            result = view if view is None else numpy_kernel_call(
+                road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
+            )  # fmt: skip
             if result is not None:
                 return road.from_numpy(result)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
@@ -162,9 +177,12 @@ def apply(
             return None
         if out is not None:
             _check_torch_out(x, out)
-        if _torch_ops_needed(x):
+        if _torch_ops_needed(x, positions):
             if out is not None:
-                msg = "`out` must be None when `x` records gradients; got a tensor."
+                msg = (
+                    "`out` must be None when `x` records gradients or is under a "
+                    "torch.func transform; got a tensor."
+                )
                 raise ValueError(msg)
             return _torch_ops().apply(*args, x=x)
         return torch_direct(fn, x, out, *args)
@@ -207,7 +225,7 @@ def apply_qk(
     if kind == "torch":
         if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
-        if _torch_ops_needed(q) or _torch_ops_needed(k):
+        if _torch_ops_needed(q, positions) or _torch_ops_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
         return torch_direct_qk(fn, q, k, *args)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
@@ -247,11 +265,23 @@ def _torch_usable(x: Any, name: str, backend: str) -> bool:
     return True
 
 
-def _torch_ops_needed(x: Any) -> bool:
-    """Whether the call must go through the custom operators (autograd)."""
-    import torch
+def _torch_ops_needed(x: Any, positions: Any) -> bool:
+    """Whether the call must go through the custom operators: autograd, ``torch.func``.
 
-    return bool(x.requires_grad and torch.is_grad_enabled())
+    Under a ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``...) `x` or the
+    positions are wrappers without storage of their own, which the operators unwrap; inside
+    ``torch.autograd.forward_ad.dual_level`` they may carry tangents.
+    """
+    import torch
+    import torch.autograd.forward_ad
+
+    given = isinstance(positions, torch.Tensor)
+    if torch.is_grad_enabled() and (x.requires_grad or (given and positions.requires_grad)):
+        return True
+    if torch.autograd.forward_ad._current_level >= 0:
+        return True
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return bool(wrapped(x) or (given and wrapped(positions)))
 
 
 def _torch_ops() -> ModuleType:
