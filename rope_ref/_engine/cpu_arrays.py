@@ -32,7 +32,7 @@ from rope_ref._engine import jax_arrays
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 
-__all__ = ["apply", "apply_qk", "array_kind", "numpy_view"]
+__all__ = ["apply", "apply_qk", "array_kind", "numpy_view", "operators_needed"]
 
 
 def array_kind(x: object) -> str | None:
@@ -177,7 +177,7 @@ def apply(
             return None
         if out is not None:
             _check_torch_out(x, out)
-        if _torch_ops_needed(x, positions):
+        if operators_needed(x, positions):
             if out is not None:
                 msg = (
                     "`out` must be None when `x` records gradients or is under a "
@@ -225,7 +225,7 @@ def apply_qk(
     if kind == "torch":
         if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
-        if _torch_ops_needed(q, positions) or _torch_ops_needed(k, k_positions):
+        if operators_needed(q, positions) or operators_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
         return torch_direct_qk(fn, q, k, *args)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
@@ -265,7 +265,7 @@ def _torch_usable(x: Any, name: str, backend: str) -> bool:
     return True
 
 
-def _torch_ops_needed(x: Any, positions: Any) -> bool:
+def operators_needed(x: Any, positions: Any) -> bool:
     """Whether the call must go through the custom operators: autograd, ``torch.func``.
 
     Under a ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``...) `x` or the
