@@ -59,3 +59,21 @@ def test_the_documented_compiled_step_runs_with_inductor_and_equals_the_formula(
     for got, x in ((q_rot, q), (k_rot, k)):
         assert got.dtype == torch.float64
         np.testing.assert_allclose(got.numpy(), rope64(x, 500000.0), rtol=0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Dynamo's notes on the caches it meets
+def test_the_reference_path_under_fullgraph_says_to_use_the_kernels_operators():
+    """The default backend builds its tables on the host, which Dynamo cannot trace: a
+    fullgraph compile fails saying what to call instead; without fullgraph the call runs
+    eagerly and equals the formula."""
+    spec = rr.RopeSpec(16, base=4321.0)  # frequencies not built before in this process
+    x = np.random.default_rng(1).standard_normal((1, 4, 1, 16))
+    torch._dynamo.reset()
+    strict = torch.compile(lambda t: rr.apply_rope(t, spec, seq_axis=-3), fullgraph=True,
+                           backend="aot_eager")  # fmt: skip
+    with pytest.raises(Exception, match="backend='auto'"):
+        strict(torch.from_numpy(x))
+    torch._dynamo.reset()
+    lenient = torch.compile(lambda t: rr.apply_rope(t, spec, seq_axis=-3), backend="aot_eager")
+    np.testing.assert_allclose(lenient(torch.from_numpy(x)).numpy(), rope64(x, 4321.0),
+                               rtol=0, atol=1e-12)  # fmt: skip
