@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import threading
 import weakref
 
 import numpy as np
@@ -289,3 +290,31 @@ def test_empty_tensors_recording_gradients_are_rotated(backend):
     out = torch.empty(0, 8)
     with torch.no_grad():
         assert rr.apply_rope(x, rr.RopeSpec(8), out=out, backend=backend) is out
+
+
+def test_threads_evicting_each_others_specs_rotate_by_their_own():
+    """Four threads, 150 distinct specs each, through the operators at once: the
+    registry evicts all the time, and every result and gradient is its own spec's."""
+    rng = np.random.default_rng(4)
+    x_np, g_np = rng.standard_normal((1, 3, 8)), rng.standard_normal((1, 3, 8))
+    errors: list[str] = []
+
+    def work(thread: int) -> None:
+        for i in range(150):
+            base = 200.0 + 1000 * thread + i
+            x = torch.tensor(x_np, requires_grad=True)
+            y = rr.apply_rope(x, rr.RopeSpec(8, base=base), backend="numba")
+            (y * torch.from_numpy(g_np)).sum().backward()
+            if not np.allclose(y.detach().numpy(), _rope64(x_np, np.arange(3.0), base),
+                               rtol=0, atol=1e-12):  # fmt: skip
+                errors.append(f"value at base {base}")
+            if not np.allclose(x.grad.numpy(), _rope64(g_np, -np.arange(3.0), base),
+                               rtol=0, atol=1e-12):  # fmt: skip
+                errors.append(f"gradient at base {base}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

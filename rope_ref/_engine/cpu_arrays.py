@@ -79,18 +79,32 @@ def _classify(kind: type) -> str:
 
 
 def _remember(kind: type, found: str) -> None:
-    """Keep `found` for arrays of type `kind`, and for tensors, their NumPy views."""
-    _kinds[kind] = found
+    """Keep `found` for arrays of type `kind`, and for tensors, their NumPy views.
+
+    The views first: another thread that finds `kind` known reads them at once.
+    """
     if found == "torch":
         _fill_torch_views()
+    _kinds[kind] = found
 
 
 def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
-    """`_torch_views` (and `_short_roads`), filled on first use."""
+    """`_torch_views` (and `_short_roads`), filled on first use.
+
+    Each is built whole, then put in by one ``update``, so that threads making their
+    first calls at once never read a table half filled.
+    """
     if not _torch_views:
         import torch
 
         dtypes = (torch.float16, torch.float32, torch.float64)
+        views: dict[Any, tuple[Any, np.dtype[Any]]] = {}
+        for t, n in zip(dtypes, (np.float16, np.float32, np.float64), strict=True):
+            views[t] = (t, np.dtype(n))
+        bfloat16 = _bfloat16()
+        if bfloat16 is not None:  # viewed through its bit patterns
+            views[torch.bfloat16] = (torch.uint16, bfloat16)
+        _torch_views.update(views)
         kernel = _numba()
         if kernel is not None:
             import torch.autograd.forward_ad
@@ -98,11 +112,6 @@ def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
             road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy,
                               torch.autograd.forward_ad)  # fmt: skip
             _short_roads.update(dict.fromkeys(dtypes, road))
-        for t, n in zip(dtypes, (np.float16, np.float32, np.float64), strict=True):
-            _torch_views[t] = (t, np.dtype(n))
-        bfloat16 = _bfloat16()
-        if bfloat16 is not None:  # viewed through its bit patterns
-            _torch_views[torch.bfloat16] = (torch.uint16, bfloat16)
     return _torch_views
 
 
