@@ -17,11 +17,14 @@ constant of the graph; the spec is guarded on as any other object the traced fun
 reads).
 
 Eager calls that record gradients, and calls under ``torch.func`` transforms (``grad``,
-``vmap``, ``jacrev``, ``jacfwd``), go through two autograd functions, `_Rotation` and
-`_RotationQK`, over the same operators: their ``setup_context``, backward (and forward
-tangent) are the inverse (the same) rotation by the operator, and their vmap rules are
-generated from the operators' own (`rope_ref.backends.torch_vmap`), so that the
-transforms compose (``jacrev`` is ``vmap`` of the backward).
+``vmap``, ``jacrev``, ``jacfwd``), go through two autograd functions over the same
+operators (`rope_ref.backends.torch_autograd`): their ``setup_context``, backward (and
+forward tangent) are the inverse (the same) rotation by the operator, positions that
+record gradients get theirs from the reference, and their vmap rules are generated from
+the operators' own (`rope_ref.backends.torch_vmap`), so that the transforms compose
+(``jacrev`` is ``vmap`` of the backward). Under ``torch.compile`` the operators are
+called directly (their registered autograd formula is x's only: a traced call whose
+positions record gradients is left to the general path).
 """
 
 from __future__ import annotations
