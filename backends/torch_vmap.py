@@ -66,6 +66,8 @@ def rope_rule(op: Callable[..., torch.Tensor]) -> Callable[..., Any]:
             batch = _batched(x, x_dim, info.batch_size)
             return op(batch, positions, key, offset, float_offset, _shifted(seq_axis), inverse,
                       seq_len, role), 0  # fmt: skip
+        if info.batch_size == 0:  # no example: nothing to rotate
+            return torch.empty_like(_batched(x, x_dim, 0)), 0
         rotated = [
             op(_slice(x, x_dim, i), _slice(positions, p_dim, i), key, *scalars)
             for i in range(info.batch_size)
@@ -102,6 +104,12 @@ def rope_qk_rule(op: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> Callab
                               k_positions, key, offset, float_offset, _shifted(seq_axis),
                               inverse, seq_len)  # fmt: skip
             return (q_rot, k_rot), (0, 0)
+        if info.batch_size == 0:  # no example: nothing to rotate
+            empty = (
+                torch.empty_like(_batched(q, q_dim, 0)),
+                torch.empty_like(_batched(k, k_dim, 0)),
+            )
+            return empty, (0, 0)
         pairs = []
         for i in range(info.batch_size):
             pairs.append(op(_slice(q, q_dim, i), _slice(k, k_dim, i), _slice(positions, p_dim, i),

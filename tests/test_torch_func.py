@@ -128,3 +128,15 @@ def test_forward_mode_tangents_of_x_equal_the_formula():
     assert got.tangent is not None, "the tangent was dropped"
     close(got.tangent, rope(tangent, POSITIONS))
     close(got.primal, rope(x, POSITIONS))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vmap_over_no_examples_gives_an_empty_batch(backend):
+    """A mapped axis of length 0 with mapped positions (one call per example: none)."""
+    x, positions = torch.zeros(0, 3, 8, dtype=torch.float64), torch.zeros(0, 3)
+    got = torch.func.vmap(lambda t, p: rr.apply_rope(t, SPEC, p, backend=backend))(x, positions)
+    assert got.shape == (0, 3, 8)
+    pair = torch.func.vmap(lambda t, p: rr.apply_rope_qk(t, t, SPEC, p, backend=backend))(
+        x, positions
+    )
+    assert [tuple(t.shape) for t in pair] == [(0, 3, 8), (0, 3, 8)]
