@@ -188,10 +188,11 @@ def apply_cuda(
     seq_len: Any,
     out: Any,
 ) -> torch.Tensor | None:
-    """`apply` of a CUDA tensor that records gradients or is traced by ``torch.compile``.
+    """`apply` of a CUDA tensor for autograd, ``torch.func`` or ``torch.compile``.
 
-    `rope_ref.backends.cuda_call` hands over those calls and takes every other call to
-    the kernel directly. None when the operator does not take the call (the general path
+    `rope_ref.backends.cuda_call` hands over those calls (x or the positions record
+    gradients, a transform maps them, or a trace) and takes every other call to the
+    kernel directly. None when the operator does not take the call (the general path
     then decides); ValueError for an `out` with a tensor that records gradients.
     """
     if not _kernel_dtype(x):
