@@ -41,10 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from rope_ref._core.compat import records_grad
 from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.cpu_arrays import compiling
+from rope_ref._engine.cpu_arrays import compiling, operators_needed
 
 from .cuda_arrays import Arrays, arrays_for
 from .cuda_capture import reason, refuse
@@ -87,7 +86,7 @@ def apply(
     arrays = arrays_for(x)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and records_grad(x):  # autograd: the custom operator
+    if arrays.kind == "torch" and operators_needed(x, positions):  # autograd, torch.func
         return _torch_operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
                                              seq_len, out)  # fmt: skip
     if out is not None and type(out) is not type(x):
@@ -124,7 +123,9 @@ def apply_qk(
     arrays = arrays_for(q)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and (records_grad(q) or records_grad(k)):  # autograd
+    if arrays.kind == "torch" and (
+        operators_needed(q, positions) or operators_needed(k, k_positions)
+    ):  # autograd, torch.func: the custom operators
         return _torch_operators().apply_qk_cuda(  # type: ignore[no-any-return]
             q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
         )

@@ -560,6 +560,8 @@ def _overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...], itemsize:
     stride, each stride is at least the bytes spanned by the axes before it. Layouts that
     this cannot prove free of overlap count as overlapping.
     """
+    if 0 in shape:
+        return False  # no elements (NumPy gives such arrays strides 0)
     span = itemsize
     for stride, n in sorted((abs(s), n) for s, n in zip(strides, shape, strict=True) if n > 1):
         if stride < span:

@@ -10,15 +10,25 @@ xPos scale ``a``, ``(aR)^T = aR^T`` is what ``inverse=True`` applies). `torch.co
 therefore sees one opaque operator per call and no graph break, and compiled calls run the
 eager kernel, bit for bit.
 
-A spec is not a tensor nor a number, so the operators take a key into `_specs`, which
-maps each distinct spec (by value) to a small integer for the life of the process;
-`torch.compile` looks the key up when it traces (a constant of the graph; the spec is
-guarded on as any other object the traced function reads).
+A spec is not a tensor nor a number, so the operators take a key that
+`rope_ref.backends.torch_specs` maps back to the spec (the specs used most recently, and
+those a compiled graph holds); `torch.compile` looks the key up when it traces (a
+constant of the graph; the spec is guarded on as any other object the traced function
+reads).
+
+Eager calls that record gradients, and calls under ``torch.func`` transforms (``grad``,
+``vmap``, ``jacrev``, ``jacfwd``), go through two autograd functions over the same
+operators (`rope_ref.backends.torch_autograd`): their ``setup_context``, backward (and
+forward tangent) are the inverse (the same) rotation by the operator, positions that
+record gradients get theirs from the reference, and their vmap rules are generated from
+the operators' own (`rope_ref.backends.torch_vmap`), so that the transforms compose
+(``jacrev`` is ``vmap`` of the backward). Under ``torch.compile`` the operators are
+called directly (their registered autograd formula is x's only: a traced call whose
+positions record gradients is left to the general path).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import torch
@@ -27,32 +37,24 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
 from rope_ref._engine.dispatch import available_backends
 
-from . import cuda_torch
+from . import cuda_torch, torch_autograd, torch_specs, torch_vmap
 
 __all__ = ["apply", "apply_cuda", "apply_qk", "apply_qk_cuda", "traced_cuda", "traced_qk_cuda"]
-
-#: Spec (or None: the default for x's head_dim) -> key, and key -> spec.
-_specs: dict[RopeSpec | None, int] = {}
-_by_key: list[RopeSpec | None] = []
-_new_key = threading.Lock()
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
 def _spec_key(spec: Any) -> int | None:
-    """The operators' key for `spec`; None when it is not a hashable RopeSpec or None."""
+    """The operators' key for `spec`; None when it is not a hashable RopeSpec or None.
+
+    A key handed out while ``torch.compile`` traces stays for the life of the process.
+    """
     if not (spec is None or type(spec) is RopeSpec):
         return None
     try:
-        key = _specs.get(spec)
+        hash(spec)
     except TypeError:  # a scaling rule that cannot be hashed
         return None
-    if key is None:
-        with _new_key:
-            key = _specs.get(spec)
-            if key is None:
-                key = _specs[spec] = len(_by_key)
-                _by_key.append(spec)
-    return key
+    return torch_specs.key_of(spec, pin=cpu_arrays.compiling())
 
 
 def _scalars(offset: Any, seq_axis: Any, inverse: Any, seq_len: Any) -> tuple[Any, ...] | None:
@@ -95,8 +97,12 @@ def apply(
     usable, p = _positions(positions, x)
     if key is None or scalars is None or not usable or role not in (None, "query", "key"):
         return None
-    result: torch.Tensor = torch.ops.rope_ref.apply_rope(x, p, key, *scalars, role)
-    return result
+    if cpu_arrays.compiling():  # the operator, with its own autograd formula (x only)
+        if p is not None and p.requires_grad:
+            return None  # the general path differentiates the positions
+        result: torch.Tensor = torch.ops.rope_ref.apply_rope(x, p, key, *scalars, role)
+        return result
+    return torch_autograd.Rotation.apply(x, p, key, *scalars, role)  # type: ignore[no-any-return]
 
 
 def apply_qk(
@@ -117,8 +123,12 @@ def apply_qk(
     k_usable, kp = _positions(k_positions, k)
     if key is None or scalars is None or not (usable and k_usable):
         return None
-    q_rot, k_rot = torch.ops.rope_ref.apply_rope_qk(q, k, p, kp, key, *scalars)
-    return q_rot, k_rot
+    if cpu_arrays.compiling():
+        if any(t is not None and t.requires_grad for t in (p, kp)):
+            return None  # the general path differentiates the positions
+        q_rot, k_rot = torch.ops.rope_ref.apply_rope_qk(q, k, p, kp, key, *scalars)
+        return q_rot, k_rot
+    return torch_autograd.RotationQK.apply(q, k, p, kp, key, *scalars)  # type: ignore[no-any-return]
 
 
 def _offset(offset: int, float_offset: float | None) -> int | float:
@@ -178,10 +188,11 @@ def apply_cuda(
     seq_len: Any,
     out: Any,
 ) -> torch.Tensor | None:
-    """`apply` of a CUDA tensor that records gradients or is traced by ``torch.compile``.
+    """`apply` of a CUDA tensor for autograd, ``torch.func`` or ``torch.compile``.
 
-    `rope_ref.backends.cuda_call` hands over those calls and takes every other call to
-    the kernel directly. None when the operator does not take the call (the general path
+    `rope_ref.backends.cuda_call` hands over those calls (x or the positions record
+    gradients, a transform maps them, or a trace) and takes every other call to the
+    kernel directly. None when the operator does not take the call (the general path
     then decides); ValueError for an `out` with a tensor that records gradients.
     """
     if not _kernel_dtype(x):
@@ -233,7 +244,7 @@ def _apply_rope_cpu(
     from rope_ref._engine.api import apply_rope
 
     out = torch.empty_like(x)
-    spec = _by_key[spec_key]
+    spec = torch_specs.spec_of(spec_key)
     cpu_arrays.torch_direct(apply_rope, x.resolve_neg(), out, spec, positions,
                             _offset(offset, float_offset), seq_axis, inverse, seq_len,
                             "rotate_half", role)  # fmt: skip
@@ -251,8 +262,8 @@ def _apply_rope_cuda(
     seq_len: float | None,
     role: str | None,
 ) -> torch.Tensor:
-    return cuda_torch.rotate(x, _by_key[spec_key], positions, _offset(offset, float_offset),
-                             seq_axis, inverse, seq_len, role)  # fmt: skip
+    spec, at = torch_specs.spec_of(spec_key), _offset(offset, float_offset)
+    return cuda_torch.rotate(x, spec, positions, at, seq_axis, inverse, seq_len, role)
 
 
 _apply_rope = torch.library.custom_op(
@@ -269,10 +280,21 @@ def _apply_rope_fake(x: torch.Tensor, *args: Any) -> torch.Tensor:
 def _save_args(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     """Keep what the backward needs: everything but the rotated tensors' values."""
     ctx.args = inputs[1:]
+    ctx.spec = torch_specs.spec_of(inputs[2])
+
+
+def _current_key(ctx: Any, key: int) -> int:
+    """`key` if the registry still holds it (a compiled graph's), else the spec's key now."""
+    try:
+        torch_specs.spec_of(key)
+    except RuntimeError:
+        return torch_specs.key_of(ctx.spec, pin=False)
+    return key
 
 
 def _apply_rope_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     positions, key, offset, float_offset, seq_axis, inverse, seq_len, role = ctx.args
+    key = _current_key(ctx, key)
     back = _apply_rope(
         grad, positions, key, offset, float_offset, seq_axis, not inverse, seq_len, role
     )
@@ -297,7 +319,7 @@ def _apply_rope_qk_cpu(
     from rope_ref._engine.api import apply_rope_qk
 
     rotated = cpu_arrays.torch_direct_qk(
-        apply_rope_qk, q.resolve_neg(), k.resolve_neg(), _by_key[spec_key], positions,
+        apply_rope_qk, q.resolve_neg(), k.resolve_neg(), torch_specs.spec_of(spec_key), positions,
         k_positions, _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
     )  # fmt: skip
     outs = []
@@ -319,7 +341,7 @@ def _apply_rope_qk_cuda(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    spec, at = _by_key[spec_key], _offset(offset, float_offset)
+    spec, at = torch_specs.spec_of(spec_key), _offset(offset, float_offset)
     return cuda_torch.rotate_qk(q, k, spec, positions, k_positions, at, seq_axis, inverse, seq_len)
 
 
@@ -341,6 +363,7 @@ def _apply_rope_qk_backward(
 ) -> tuple[Any, ...]:
     _, positions, k_positions, key, offset, float_offset, seq_axis, inverse, seq_len = ctx.args
     (q_shape, k_shape), options = ctx.like
+    key = _current_key(ctx, key)
     gq = torch.zeros(q_shape, **options) if grad_q is None else grad_q
     gk = torch.zeros(k_shape, **options) if grad_k is None else grad_k
     back_q, back_k = _apply_rope_qk(
@@ -353,7 +376,11 @@ def _save_qk_args(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     """`_save_args`, and the shapes of q and k for a gradient that is not given."""
     q, k = inputs[:2]
     ctx.args = inputs[1:]
+    ctx.spec = torch_specs.spec_of(inputs[4])
     ctx.like = (q.shape, k.shape), {"dtype": q.dtype, "device": q.device}
 
 
 _apply_rope_qk.register_autograd(_apply_rope_qk_backward, setup_context=_save_qk_args)
+
+_apply_rope.register_vmap(torch_vmap.rope_rule(_apply_rope))
+_apply_rope_qk.register_vmap(torch_vmap.rope_qk_rule(_apply_rope_qk))

@@ -189,3 +189,83 @@ def test_kernel_gradient_keeps_the_dtype():
         rr.apply_rope(x, backend="auto").sum().backward()
         assert x.grad is not None
         assert x.grad.dtype == dtype
+
+
+# ----------------------------------------------------------------------------------------
+# Float positions: dy/dp through the angles, as torch's autograd of the formula gives it
+# ----------------------------------------------------------------------------------------
+
+
+def _torch_rope(x, positions, spec):
+    """RoPE of `spec`'s pairs (either layout, partial) in float64 torch, differentiable in
+    x and positions (along axis -2), with frequencies base ** (-2j / rotary_dim)."""
+    torch = pytest.importorskip("torch")
+    n, s0 = spec.n_pairs, spec.rotary_start
+    theta = spec.base ** (-2.0 * torch.arange(n, dtype=torch.float64) / (2 * n))
+    angles = positions[:, None] * theta
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    out = list(x.unbind(-1))
+    for j in range(n):
+        a, b = (s0 + j, s0 + j + n) if spec.layout == "half" else (s0 + 2 * j, s0 + 2 * j + 1)
+        out[a] = x[..., a] * cos[:, j] - x[..., b] * sin[:, j]
+        out[b] = x[..., b] * cos[:, j] + x[..., a] * sin[:, j]
+    return torch.stack(out, dim=-1)
+
+
+@needs_numba
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_float_positions_get_the_gradient_of_the_angles(spec, backend):
+    """positions.grad (dropped before) equals torch's autograd of the formula; x's
+    gradient is still the kernel's inverse rotation."""
+    torch = pytest.importorskip("torch")
+    x_np, g_np = _data(spec, 9)
+    g = torch.tensor(g_np)
+    start = [OFFSET + 0.25, OFFSET + 1.5, OFFSET - 3.0]
+    x, p = torch.tensor(x_np, requires_grad=True), torch.tensor(start, requires_grad=True)
+    y = rr.apply_rope(x, spec, p, backend=backend)
+    assert "rope_ref" in y.grad_fn.name(), y.grad_fn.name()  # the kernel's operator
+    (y * g).sum().backward()
+    want_x, want_p = torch.tensor(x_np, requires_grad=True), torch.tensor(start, requires_grad=True)
+    (_torch_rope(want_x, want_p, spec) * g).sum().backward()
+    assert p.grad is not None, "the positions' gradient was dropped"
+    # each element of dL/dp sums BATCH * n_pairs terms theta_j (g . J y), |.| < 5 * 5 * 2
+    assert max_abs(p.grad, want_p.grad) <= TOL * BATCH * spec.n_pairs * 10
+    assert max_abs(x.grad, want_x.grad) <= TOL
+
+
+@needs_numba
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_float_positions_of_queries_and_keys_get_their_gradients(backend):
+    torch = pytest.importorskip("torch")
+    spec = SPECS[0]
+    rng = np.random.default_rng(10)
+    q_np, k_np = rng.standard_normal((2, 2, 8)), rng.standard_normal((2, 4, 8))
+    gq, gk = (
+        torch.tensor(rng.standard_normal((2, 2, 8))),
+        torch.tensor(rng.standard_normal((2, 4, 8))),
+    )
+    grads = []
+    for ours in (True, False):
+        q, k = torch.tensor(q_np, requires_grad=True), torch.tensor(k_np, requires_grad=True)
+        p = torch.tensor([5.5, 9.25], requires_grad=True)
+        kp = torch.tensor([0.0, 1.5, 5.5, 9.25], requires_grad=True)
+        if ours:
+            q_rot, k_rot = rr.apply_rope_qk(q, k, spec, p, k_positions=kp, backend=backend)
+        else:
+            q_rot, k_rot = _torch_rope(q, p, spec), _torch_rope(k, kp, spec)
+        ((q_rot * gq).sum() + (k_rot * gk).sum()).backward()
+        grads.append([t.grad for t in (q, k, p, kp)])
+    for got, want in zip(*grads, strict=True):
+        assert got is not None
+        assert max_abs(got, want) <= TOL * 100
+
+
+@needs_numba
+def test_positions_gradient_under_no_grad_or_detached_is_not_recorded():
+    torch = pytest.importorskip("torch")
+    x = torch.ones((3, 8), dtype=torch.float64)
+    p = torch.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    with torch.no_grad():
+        assert not rr.apply_rope(x, SPECS[0], p, backend="numba").requires_grad
+    assert rr.apply_rope(x, SPECS[0], p, backend="numba").requires_grad

@@ -335,3 +335,42 @@ def test_fake_cuda_tensors_get_outputs_laid_out_like_their_inputs():
     for out, like in ((y, x), (q_rot, x), (k_rot, k)):
         assert out.device == torch.device("cuda", 0)
         assert (out.shape, out.stride(), out.dtype) == (like.shape, like.stride(), like.dtype)
+
+
+# ---- torch.func and float positions' gradients, as on the CPU ---------------------------------
+
+
+def test_vmap_and_grad_of_cuda_tensors_go_through_the_operators(cuda_kernels_on_cpu):
+    """Mapped tensors have no storage for the kernel's adapters: the operators take them
+    (one launch for a batch whose positions are not mapped) and equal the formula."""
+    x = tensor((3, 2, 5, 64), torch.float64, seed=11)
+    y = torch.func.vmap(lambda t: rr.apply_rope(t, HALF, offset=OFFSET, backend="cupy"))(x)
+    assert_rotated(y, x, HALF, along(OFFSET + np.arange(5), x.shape, -2))
+    assert len(cuda_kernels_on_cpu.launches) == 1
+    g = tensor((2, 5, 64), torch.float64, seed=12)
+    grad = torch.func.grad(lambda t: (rr.apply_rope(t, HALF, backend="cupy") * g).sum())(x[0])
+    want = rotation(g.numpy(), HALF, along(np.arange(5), g.shape, -2), inverse=True)
+    np.testing.assert_allclose(grad.numpy(), want, rtol=0, atol=1e-13)
+
+
+def test_float_positions_recording_gradients_get_theirs_on_cuda_tensors(cuda_kernels_on_cpu):
+    """positions.grad equals torch's autograd of a float64 RoPE written here, whether or
+    not x records gradients (the kernel rotates; the positions' gradient is the angles')."""
+    x_np, g_np = np.random.default_rng(13).standard_normal((2, 2, 3, 64)), np.ones((2, 2, 3, 64))
+    start = [0.5, 3.25, 10.0]
+    n = HALF.n_pairs
+    theta = HALF.base ** (-torch.arange(n, dtype=torch.float64) / n)
+    want_p = torch.tensor(start, requires_grad=True)
+    angles = want_p[:, None] * theta
+    xt = torch.from_numpy(x_np)
+    a, b = xt[..., :n], xt[..., n:]
+    want = torch.cat([a * angles.cos() - b * angles.sin(), b * angles.cos() + a * angles.sin()], -1)
+    (want * torch.from_numpy(g_np)).sum().backward()
+    for x_records in (True, False):
+        x = torch.from_numpy(x_np).requires_grad_(x_records)
+        p = torch.tensor(start, requires_grad=True)
+        y = rr.apply_rope(x, HALF, p, backend="cupy")
+        (y * torch.from_numpy(g_np)).sum().backward()
+        assert p.grad is not None, "the positions' gradient was dropped"
+        np.testing.assert_allclose(p.grad.numpy(), want_p.grad.numpy(), rtol=0, atol=1e-10)
+    assert cuda_kernels_on_cpu.launches  # through the kernel

@@ -65,3 +65,50 @@ def test_arrays_sharded_over_two_devices_are_rotated_keeping_their_sharding() ->
     result = run_on_two_cpu_devices(CHILD)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[-2] == "tables ok", result.stdout
+
+
+FEATURE_SPLIT = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+import rope_ref as rr
+
+mesh = Mesh(np.array(jax.devices()), ("f",))
+split = NamedSharding(mesh, PartitionSpec(None, None, "f"))  # the feature axis split
+host = np.random.default_rng(7).standard_normal((2, 6, 8))
+
+
+def rope(v, start, n, pairs):  # RoPE of features start..start+2n in float64, written here
+    theta = 10000.0 ** (-np.arange(n) / n)
+    a = np.arange(6, dtype=np.float64)[:, None] * theta
+    idx = [(start + j, start + j + n) if pairs == "half" else (start + 2 * j, start + 2 * j + 1)
+           for j in range(n)]
+    out = v.copy()
+    for j, (i1, i2) in enumerate(idx):
+        c, s = np.cos(a[:, j]), np.sin(a[:, j])
+        out[..., i1] = v[..., i1] * c - v[..., i2] * s
+        out[..., i2] = v[..., i2] * c + v[..., i1] * s
+    return out
+
+
+x = jax.device_put(jnp.asarray(host, dtype=jnp.float32), split)
+for start, n, layout in ((0, 2, "half"), (2, 2, "half"), (4, 2, "interleaved"), (0, 4, "half")):
+    spec = rr.RopeSpec(8, rotary_dim=2 * n, rotary_start=start, layout=layout)
+    want = rope(host, start, n, layout)
+    for backend in ("reference", "auto"):
+        results = [rr.apply_rope(x, spec, backend=backend),
+                   *rr.apply_rope_qk(x, x, spec, backend=backend)]
+        for got in results:
+            assert got.sharding == split, (start, n, layout, backend, got.sharding)
+            err = float(np.max(np.abs(np.asarray(got, dtype=np.float64) - want)))
+            assert err < 1e-5, (start, n, layout, backend, err)
+print("feature split ok")
+"""
+
+
+def test_arrays_split_along_the_features_keep_their_sharding_with_partial_rotary_specs() -> None:
+    """A partial rotary slice of an array split along its features: the pass-through and
+    rotated features are joined back on x's own sharding (not replicated), with the values
+    of a float64 formula, for the reference and "auto"."""
+    result = run_on_two_cpu_devices(FEATURE_SPLIT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[-2] == "feature split ok", result.stdout

@@ -302,12 +302,15 @@ def test_out_with_its_negative_bit_set_is_refused_by_name() -> None:
 
 @needs_numba
 def test_positions_recording_gradients_are_read_as_values() -> None:
-    """Float positions that require grad (a learned offset, say) are read detached."""
+    """Under no_grad, float positions that require grad (a learned offset, say) are read
+    detached (with gradients on, the operators differentiate them: test_autograd.py)."""
     x = tensor((2, 4, 64), torch.float32, seed=11)
     positions = torch.tensor([0.5, 2.0, 7.25, 3.0], dtype=torch.float64, requires_grad=True)
-    got = rr.apply_rope(x, SPEC, positions, backend="numba")
+    with torch.no_grad():
+        got = rr.apply_rope(x, SPEC, positions, backend="numba")
+        pair = rr.apply_rope_qk(x, x, SPEC, positions, k_positions=positions, backend="auto")
     assert_close(got, x, positions.detach().numpy())
-    q_rot, k_rot = rr.apply_rope_qk(x, x, SPEC, positions, k_positions=positions, backend="auto")
+    q_rot, k_rot = pair
     assert_close(q_rot, x, positions.detach().numpy())
     assert_close(k_rot, x, positions.detach().numpy())
 

@@ -8,7 +8,10 @@ and dtype, inputs are never written, and what the kernel cannot take is refused 
 
 from __future__ import annotations
 
+import gc
 import importlib
+import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -229,3 +232,89 @@ def test_jax_results_are_adopted_on_the_device_and_commitment_of_x(monkeypatch, 
     assert y.sharding == x.sharding
     assert_same_bits(y, rr.apply_rope(x_np, SPEC, seq_axis=-3, offset=5, backend="numba"))
     assert_same_bits(y + 0, rr.apply_rope(x_np, SPEC, seq_axis=-3, offset=5, backend="numba"))
+
+
+def _rope64(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
+    """Half-layout RoPE in float64, written here (positions along axis -2)."""
+    n = x.shape[-1] // 2
+    angles = positions[:, None] * base ** (-np.arange(n) / n)
+    a, b = x[..., :n], x[..., n:]
+    return np.concatenate([a * np.cos(angles) - b * np.sin(angles),
+                           b * np.cos(angles) + a * np.sin(angles)], axis=-1)  # fmt: skip
+
+
+def test_the_operators_keep_a_bounded_number_of_specs():
+    """5,000 distinct specs through the operators leave at most MAX_SPECS (plus those
+    compiled graphs hold); a backward whose spec has been evicted meanwhile, and a
+    compiled step whose spec is older than all of them, still rotate by their own spec."""
+    specs_module = importlib.import_module("rope_ref.backends.torch_specs")
+    rng = np.random.default_rng(3)
+    x_np, g_np = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
+    old = rr.RopeSpec(8, base=123.0)
+    torch._dynamo.reset()
+    step = torch.compile(lambda t: rr.apply_rope(t, old, backend="auto"), backend="aot_eager",
+                         fullgraph=True)  # fmt: skip
+    step(torch.from_numpy(x_np))
+    x = torch.tensor(x_np, requires_grad=True)
+    y = rr.apply_rope(x, rr.RopeSpec(8, base=777.0), backend="auto")  # backward comes later
+    before = specs_module.size()
+    alive = []
+    for i in range(5000):
+        spec = rr.RopeSpec(8, base=1000.0 + i)
+        alive.append(weakref.ref(spec))
+        rr.apply_rope(torch.tensor(x_np, requires_grad=True), spec, backend="numba")
+    del spec
+    gc.collect()
+    assert specs_module.size() <= specs_module.MAX_SPECS + before
+    # whoever holds them: the kernel's own caches keep at most a few hundred specs
+    assert sum(ref() is not None for ref in alive) < 1000
+    (y * torch.from_numpy(g_np)).sum().backward()  # R^T g: the inverse rotation
+    inverse = _rope64(g_np, -np.arange(3.0), 777.0)
+    np.testing.assert_allclose(x.grad.numpy(), inverse, rtol=0, atol=1e-12)
+    got = step(torch.from_numpy(x_np)).numpy()
+    np.testing.assert_allclose(got, _rope64(x_np, np.arange(3.0), 123.0), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numba", "auto"])
+def test_empty_tensors_recording_gradients_are_rotated(backend):
+    """Zero tokens: an empty result (not an `out` the caller never gave), and a gradient."""
+    x = torch.zeros(0, 8, requires_grad=True)
+    y = rr.apply_rope(x, rr.RopeSpec(8), backend=backend)
+    assert y.shape == (0, 8)
+    y.sum().backward()
+    assert x.grad is not None
+    assert x.grad.shape == (0, 8)
+    q_rot, k_rot = rr.apply_rope_qk(x, torch.zeros(2, 0, 8), rr.RopeSpec(8), backend=backend)
+    assert q_rot.shape == (0, 8)
+    assert k_rot.shape == (2, 0, 8)
+    out = torch.empty(0, 8)
+    with torch.no_grad():
+        assert rr.apply_rope(x, rr.RopeSpec(8), out=out, backend=backend) is out
+
+
+def test_threads_evicting_each_others_specs_rotate_by_their_own():
+    """Four threads, 150 distinct specs each, through the operators at once: the
+    registry evicts all the time, and every result and gradient is its own spec's."""
+    rng = np.random.default_rng(4)
+    x_np, g_np = rng.standard_normal((1, 3, 8)), rng.standard_normal((1, 3, 8))
+    errors: list[str] = []
+
+    def work(thread: int) -> None:
+        for i in range(150):
+            base = 200.0 + 1000 * thread + i
+            x = torch.tensor(x_np, requires_grad=True)
+            y = rr.apply_rope(x, rr.RopeSpec(8, base=base), backend="numba")
+            (y * torch.from_numpy(g_np)).sum().backward()
+            if not np.allclose(y.detach().numpy(), _rope64(x_np, np.arange(3.0), base),
+                               rtol=0, atol=1e-12):  # fmt: skip
+                errors.append(f"value at base {base}")
+            if not np.allclose(x.grad.numpy(), _rope64(g_np, -np.arange(3.0), base),
+                               rtol=0, atol=1e-12):  # fmt: skip
+                errors.append(f"gradient at base {base}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

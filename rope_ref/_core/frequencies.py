@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import functools
 import math
+import sys
 from typing import Any
 
 import array_api_compat
@@ -115,6 +116,7 @@ def _default_inv_freq(base: float, rotary_dim: int) -> tuple[float, ...]:
     a float64 midpoint is a dyadic rational with an odd numerator above 1, which no power
     of a dyadic `base` with rational exponent in (-1, 0] can equal.
     """
+    _refuse_tracing()
     result: dict[int, float] = {}
     pending = list(range(rotary_dim // 2))
     digits = FIRST_DIGITS
@@ -135,6 +137,24 @@ def _default_inv_freq(base: float, rotary_dim: int) -> tuple[float, ...]:
                     unsettled.append(j)
         pending, digits = unsettled, 2 * digits
     return tuple(result[j] for j in range(rotary_dim // 2))
+
+
+def _refuse_tracing() -> None:
+    """RuntimeError while ``torch.compile`` traces: the tables are host work it cannot trace.
+
+    Dynamo traces the body of a cached function even when the cache holds the value;
+    this says what to do instead of failing on ``decimal.localcontext``. A compiled step
+    without ``fullgraph=True`` breaks the graph here and runs the call eagerly.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        msg = (
+            "rope_ref's reference path builds its float64 tables on the host (correctly "
+            "rounded inverse frequencies in decimal arithmetic), which torch.compile cannot "
+            "trace: under torch.compile, call apply_rope / apply_rope_qk with "
+            "backend='auto' (the kernels' custom operators, one node per call)."
+        )
+        raise RuntimeError(msg)
 
 
 def attention_factor(spec: RopeSpec, seq_len: float | None = None) -> float:

@@ -12,6 +12,8 @@ offsets relative to ``rotary_start``).
 
 from __future__ import annotations
 
+import array_api_compat
+
 from rope_ref._core.aliases import Array, ArrayNamespace, Form, Layout
 from rope_ref._core.compat import device
 from rope_ref._core.rounding import round_once
@@ -60,7 +62,20 @@ def rotate(
         rotated = join_pairs(*split_pairs(rotated, layout=layout), layout=written, xp=xp)
     rotated = round_once(rotated, x.dtype, xp=xp)
     parts = [x[..., :rotary_start], rotated, x[..., stop:]]
-    return xp.concat([part for part in parts if part.shape[-1] != 0], axis=-1)
+    return _laid_out_as(xp.concat([part for part in parts if part.shape[-1] != 0], axis=-1), x)
+
+
+def _laid_out_as(result: Array, x: Array) -> Array:
+    """`result` with the sharding of JAX array `x` where x is split over several devices.
+
+    A concatenation along a split axis comes back whole on each device (replicated).
+    """
+    dev = array_api_compat.device(x)
+    if getattr(dev, "is_fully_replicated", True) or array_api_compat.device(result) == dev:
+        return result
+    import jax
+
+    return jax.device_put(result, dev)
 
 
 def split_pairs(xr: Array, *, layout: Layout) -> tuple[Array, Array]:

@@ -32,7 +32,7 @@ from rope_ref._engine import jax_arrays
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 
-__all__ = ["apply", "apply_qk", "array_kind", "numpy_view"]
+__all__ = ["apply", "apply_qk", "array_kind", "numpy_view", "operators_needed"]
 
 
 def array_kind(x: object) -> str | None:
@@ -52,6 +52,7 @@ class _ShortRoad(NamedTuple):
     compiling: Callable[[], bool]  # torch.compiler.is_compiling
     kernel: ModuleType  # the Numba kernel
     from_numpy: Callable[[np.ndarray], Any]  # torch.from_numpy
+    forward_ad: ModuleType  # torch.autograd.forward_ad: its level is >= 0 inside dual_level
 
 
 _kinds: dict[type, str] = {}
@@ -78,27 +79,39 @@ def _classify(kind: type) -> str:
 
 
 def _remember(kind: type, found: str) -> None:
-    """Keep `found` for arrays of type `kind`, and for tensors, their NumPy views."""
-    _kinds[kind] = found
+    """Keep `found` for arrays of type `kind`, and for tensors, their NumPy views.
+
+    The views first: another thread that finds `kind` known reads them at once.
+    """
     if found == "torch":
         _fill_torch_views()
+    _kinds[kind] = found
 
 
 def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
-    """`_torch_views` (and `_short_roads`), filled on first use."""
+    """`_torch_views` (and `_short_roads`), filled on first use.
+
+    Each is built whole, then put in by one ``update``, so that threads making their
+    first calls at once never read a table half filled.
+    """
     if not _torch_views:
         import torch
 
         dtypes = (torch.float16, torch.float32, torch.float64)
-        kernel = _numba()
-        if kernel is not None:
-            road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy)
-            _short_roads.update(dict.fromkeys(dtypes, road))
+        views: dict[Any, tuple[Any, np.dtype[Any]]] = {}
         for t, n in zip(dtypes, (np.float16, np.float32, np.float64), strict=True):
-            _torch_views[t] = (t, np.dtype(n))
+            views[t] = (t, np.dtype(n))
         bfloat16 = _bfloat16()
         if bfloat16 is not None:  # viewed through its bit patterns
-            _torch_views[torch.bfloat16] = (torch.uint16, bfloat16)
+            views[torch.bfloat16] = (torch.uint16, bfloat16)
+        _torch_views.update(views)
+        kernel = _numba()
+        if kernel is not None:
+            import torch.autograd.forward_ad
+
+            road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy,
+                              torch.autograd.forward_ad)  # fmt: skip
+            _short_roads.update(dict.fromkeys(dtypes, road))
     return _torch_views
 
 
@@ -149,9 +162,20 @@ def apply(
     if kind == "torch" and positions is None and out is None and role is None:
         # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
         road = _short_roads.get(x.dtype)
-        if road and not road.compiling() and x.is_cpu and not (x.requires_grad or x.is_neg()):
-            result = numpy_kernel_call(road.kernel, x.numpy(), spec, offset, seq_axis, inverse,
-                                       seq_len, None)  # fmt: skip
+        if (
+            road
+            and not road.compiling()
+            and x.is_cpu
+            and not (x.requires_grad or x.is_neg())
+            and road.forward_ad._current_level < 0
+        ):
+            try:
+                view = x.numpy()
+            except RuntimeError:  # no storage of its own (inside torch.func.vmap)
+                view = None
+            result = view if view is None else numpy_kernel_call(
+                road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
+            )  # fmt: skip
             if result is not None:
                 return road.from_numpy(result)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
@@ -162,9 +186,12 @@ def apply(
             return None
         if out is not None:
             _check_torch_out(x, out)
-        if _torch_ops_needed(x):
+        if operators_needed(x, positions):
             if out is not None:
-                msg = "`out` must be None when `x` records gradients; got a tensor."
+                msg = (
+                    "`out` must be None when `x` records gradients or is under a "
+                    "torch.func transform; got a tensor."
+                )
                 raise ValueError(msg)
             return _torch_ops().apply(*args, x=x)
         return torch_direct(fn, x, out, *args)
@@ -207,7 +234,7 @@ def apply_qk(
     if kind == "torch":
         if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
-        if _torch_ops_needed(q) or _torch_ops_needed(k):
+        if operators_needed(q, positions) or operators_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
         return torch_direct_qk(fn, q, k, *args)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
@@ -247,11 +274,23 @@ def _torch_usable(x: Any, name: str, backend: str) -> bool:
     return True
 
 
-def _torch_ops_needed(x: Any) -> bool:
-    """Whether the call must go through the custom operators (autograd)."""
-    import torch
+def operators_needed(x: Any, positions: Any) -> bool:
+    """Whether the call must go through the custom operators: autograd, ``torch.func``.
 
-    return bool(x.requires_grad and torch.is_grad_enabled())
+    Under a ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``...) `x` or the
+    positions are wrappers without storage of their own, which the operators unwrap; inside
+    ``torch.autograd.forward_ad.dual_level`` they may carry tangents.
+    """
+    import torch
+    import torch.autograd.forward_ad
+
+    given = isinstance(positions, torch.Tensor)
+    if torch.is_grad_enabled() and (x.requires_grad or (given and positions.requires_grad)):
+        return True
+    if torch.autograd.forward_ad._current_level >= 0:
+        return True
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return bool(wrapped(x) or (given and wrapped(positions)))
 
 
 def _torch_ops() -> ModuleType:
