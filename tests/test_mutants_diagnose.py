@@ -14,9 +14,8 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
-from rope_ref.testing._diagnose_numeric import round_to
-from rope_ref.testing._diagnose_variants import ranges
-from rope_ref.testing._explain import wrap
+from rope_ref.testing._diagnosis.precision import round_to
+from rope_ref.testing._diagnosis.shared import ranges, wrap
 from tests._independent import rotate_pairs
 
 # -- the helpers the messages and the candidates are built with --------------------------------
