@@ -29,6 +29,7 @@ from rope_ref.testing._diagnosis.precision import (
     position_precision,
     rounded_inputs,
 )
+from rope_ref.testing._diagnosis.rule_fits import rule_parameters
 from rope_ref.testing._diagnosis.rules import scaling, yarn_ramp
 from rope_ref.testing._diagnosis.shared import Diagnosis
 from rope_ref.testing._diagnosis.unknown import unknown_message
@@ -50,6 +51,7 @@ CHECKS: tuple[Check, ...] = (
     rotary_range,
     scale,
     yarn_ramp,
+    rule_parameters,
     scaling,
     position_precision,
     rounded_inputs,

@@ -1,0 +1,235 @@
+"""Diagnoses of a scaling rule's parameters: the spec's rule with one parameter changed.
+
+Each rule family has its own parameters to fit: Llama 3's band factors (swapped included),
+NTK-aware's exponent, dynamic NTK's length, YaRN's ramp ends, proportional RoPE's exponent
+denominator. The candidates are ranked by how far the angles they predict lie from the
+result's (cheap), and the best few are judged under the error model (`explains`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from rope_ref import scaling as rules
+from rope_ref._core.frequencies import inv_freq
+from rope_ref.testing._compare import F64, Comparison, Setup
+from rope_ref.testing._diagnosis.frequencies import pair_positions
+from rope_ref.testing._diagnosis.shared import (
+    Diagnosis,
+    explains,
+    failing_pairs,
+    oracle_with_freqs,
+    pair_angles,
+    ranges,
+    wrap,
+)
+
+__all__ = ["angle_residual", "llama3_freqs", "rule_parameters"]
+
+Candidate = tuple[F64, str]
+
+#: How many of the best-ranked candidates are judged under the error model.
+JUDGED = 4
+#: Rows the ranking reads at most (evenly spread over the result).
+RANKED_ROWS = 512
+#: Values tried for a factor-like parameter, besides a fine log-spaced grid.
+COMMON_VALUES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0)
+
+
+def _grid(lo: float, hi: float, n: int = 97) -> list[float]:
+    values = [*COMMON_VALUES, *np.geomspace(lo, hi, n).tolist()]
+    return [float(v) for v in dict.fromkeys(values) if lo <= v <= hi]
+
+
+def angle_residual(c: Comparison, theta: F64) -> float:
+    """Largest |angle| (rad) between the result's pairs and a rotation with `theta`.
+
+    Reads at most `RANKED_ROWS` rows; pairs of norm 0 carry no angle and are skipped.
+    """
+    s = c.setup
+    got, norm = pair_angles(s, c.actual)
+    p = pair_positions(s)
+    n = theta.size
+    got, norm, p = (a.reshape(-1, n) for a in (got, norm, p))
+    if got.shape[0] > RANKED_ROWS:
+        rows = np.linspace(0, got.shape[0] - 1, RANKED_ROWS).astype(int)
+        got, norm, p = got[rows], norm[rows], p[rows]
+    sign = -1.0 if s.inverse else 1.0
+    off = np.abs(wrap(sign * got - p * theta))
+    return float(np.max(np.where(norm > 0, off, 0.0), initial=0.0))
+
+
+def llama3_freqs(theta: F64, factor: float, context: int, low: float, high: float) -> F64:
+    """Llama 3's rule as HF writes it, for any band factors (swapped ones included)."""
+    wavelength = 2.0 * math.pi / theta
+    low_wavelength, high_wavelength = context / low, context / high
+    out = np.where(wavelength > low_wavelength, theta / factor, theta)
+    if high == low:
+        return np.asarray(out, dtype=np.float64)
+    smooth = (context / wavelength - low) / (high - low)
+    blended = (1.0 - smooth) * out / factor + smooth * out
+    medium = ~(wavelength < high_wavelength) & ~(wavelength > low_wavelength)
+    return np.asarray(np.where(medium, blended, out), dtype=np.float64)
+
+
+def _llama3(s: Setup, rule: rules.Llama3, plain: F64) -> Iterator[Candidate]:
+    low, high = rule.low_freq_factor, rule.high_freq_factor
+    args = (rule.factor, rule.original_max_position)
+    spec_text = f"the spec says low_freq_factor={low:g}, high_freq_factor={high:g}"
+    if low != high:
+        yield (
+            llama3_freqs(plain, *args, high, low),
+            f"Llama 3's band factors are swapped: the result follows low_freq_factor="
+            f"{high:g}, high_freq_factor={low:g}; {spec_text}. Only the pairs between the "
+            "band edges turn otherwise: pass low_freq_factor and high_freq_factor to the "
+            "rule in their own places.",
+        )
+    for value in _grid(0.25, 64.0):
+        if value != high and value >= low:
+            yield (
+                llama3_freqs(plain, *args, low, value),
+                f"the result follows Llama 3 with high_freq_factor={value:.4g} (fitted); "
+                f"{spec_text}: the band's fast edge (original_max_position / "
+                "high_freq_factor) differs.",
+            )
+        if value != low and value <= high:
+            yield (
+                llama3_freqs(plain, *args, value, high),
+                f"the result follows Llama 3 with low_freq_factor={value:.4g} (fitted); "
+                f"{spec_text}: the band's slow edge (original_max_position / "
+                "low_freq_factor) differs.",
+            )
+
+
+def _ntk(s: Setup, rule: rules.NTKAware, plain: F64) -> Iterator[Candidate]:
+    d = s.spec._rotary_dim
+    j = np.arange(plain.size, dtype=np.float64)
+    right = d / (d - 2) if d > 2 else 1.0
+    for k in dict.fromkeys([1.0, *np.linspace(0.0, 3.0, 301).tolist()]):
+        if math.isclose(k, right, rel_tol=1e-9):
+            continue
+        why = (
+            "the exponent d/(d-2) was dropped (base * factor)"
+            if k == 1.0
+            else "the base's exponent differs"
+        )
+        yield (
+            plain * rule.factor ** (-2.0 * j * k / d),
+            f"the result follows NTK-aware scaling with base * factor^{k:.4g}, but the rule "
+            f"is base * factor^(d/(d-2)) = base * {rule.factor:g}^{right:.6g} (d = {d}): "
+            f"{why}.",
+        )
+
+
+def _dynamic(s: Setup, rule: rules.DynamicNTK, plain: F64) -> Iterator[Candidate]:
+    length = s.seq_len
+    if length is None:
+        return
+    for step in (-1, 1, -2, 2):
+        other = length + step
+        if other > 0:
+            yield (
+                inv_freq(s.spec, other),
+                f"the result follows dynamic NTK at length {other:g}, the oracle's is "
+                f"{length:g} (the largest position + 1): the sequence length is off by "
+                f"{step:+d}{' (max position used, not max position + 1)' if step == -1 else ''}.",
+            )
+    for step in (-1, 1):
+        try:
+            alt = dataclasses.replace(rule, max_position=rule.max_position + step)
+        except ValueError:
+            continue
+        yield (
+            inv_freq(dataclasses.replace(s.spec, scaling=alt), length),
+            f"the result follows dynamic NTK with max_position {alt.max_position}, the "
+            f"spec's is {rule.max_position}: max_position_embeddings is off by {step:+d}.",
+        )
+
+
+def _yarn_with(rule: rules.YaRN, **changes: float | bool) -> rules.YaRN:
+    """`rule` with some fields changed (YaRN's own constructor: its keywords differ)."""
+    fields: dict[str, float | bool | None] = {
+        "beta_fast": rule.beta_fast,
+        "beta_slow": rule.beta_slow,
+        "mscale": rule.mscale,
+        "mscale_all_dim": rule.mscale_all_dim,
+        "attention_factor": rule.attention_factor_value,
+        "truncate": rule.truncate,
+    }
+    fields.update(changes)
+    return rules.YaRN(rule.factor, rule.original_max_position, **fields)  # type: ignore[arg-type]
+
+
+def _yarn(s: Setup, rule: rules.YaRN, plain: F64) -> Iterator[Candidate]:
+    spec_text = f"the spec's beta_fast={rule.beta_fast:g}, beta_slow={rule.beta_slow:g}"
+    for name in ("beta_fast", "beta_slow"):
+        for value in _grid(0.125, 256.0):
+            if value == getattr(rule, name):
+                continue
+            try:
+                alt = _yarn_with(rule, **{name: value})
+            except ValueError:
+                continue
+            yield (
+                inv_freq(dataclasses.replace(s.spec, scaling=alt), s.seq_len),
+                f"the result follows YaRN with {name}={value:.4g} (fitted); {spec_text}: "
+                "the ramp's "
+                f"{'fast' if name == 'beta_fast' else 'slow'} end differs.",
+            )
+    alt = _yarn_with(rule, truncate=not rule.truncate)
+    yield (
+        inv_freq(dataclasses.replace(s.spec, scaling=alt), s.seq_len),
+        f"the result follows YaRN with truncate={alt.truncate}, the spec's is "
+        f"{rule.truncate}: the ramp's ends are {'' if alt.truncate else 'not '}rounded to "
+        "whole pairs (GPT-OSS sets truncate: false).",
+    )
+
+
+def _proportional(s: Setup, rule: rules.Proportional, plain: F64) -> Iterator[Candidate]:
+    spec = s.spec
+    d = spec._rotary_dim
+    k = rule.n_rotated(d)
+    j = np.arange(plain.size, dtype=np.float64)
+    for denominator in range(1, 4 * d + 1):
+        if denominator == d:
+            continue
+        theta = spec.base ** (-2.0 * j / denominator) / rule.factor
+        theta[k:] = 0.0
+        yield (
+            theta,
+            f"the result's exponents run over {denominator} features (theta_j = "
+            f"base^(-2j/{denominator})), but proportional RoPE keeps the whole head's: "
+            f"base^(-2j/{d}) (divide by rotary_dim, not partial_rotary_factor * rotary_dim).",
+        )
+
+
+def rule_parameters(c: Comparison) -> Diagnosis | None:
+    """The spec's scaling rule with one of its parameters changed (the fitted value named)."""
+    s = c.setup
+    spec = s.spec
+    rule = spec.scaling
+    if rule is None or spec.freqs is not None or spec.xpos is not None or spec.n_pairs < 2:
+        return None
+    plain = inv_freq(dataclasses.replace(spec, scaling=None))
+    fitters = {
+        rules.Llama3: _llama3,
+        rules.NTKAware: _ntk,
+        rules.DynamicNTK: _dynamic,
+        rules.YaRN: _yarn,
+        rules.Proportional: _proportional,
+    }
+    fitter = fitters.get(type(rule))
+    if fitter is None:
+        return None
+    candidates = list(fitter(s, rule, plain))  # type: ignore[operator]
+    scored = sorted(candidates, key=lambda cand: angle_residual(c, cand[0]))
+    for theta, message in scored[:JUDGED]:
+        if explains(c, oracle_with_freqs(s, theta)):
+            bad = failing_pairs(c)
+            where = f" (pairs {ranges(np.flatnonzero(bad).tolist())} differ)" if np.any(bad) else ""
+            return Diagnosis("scaling", message + where)
+    return None

@@ -1,0 +1,131 @@
+"""A scaling rule's parameter planted wrong in plain NumPy (HF's formulas written out here):
+the diagnosis names the rule's parameter that differs and its fitted value, never a
+precision cause, an M-RoPE hint or another family."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import rope_ref as rr
+from rope_ref import scaling
+from rope_ref.testing import diagnose
+
+D = 128
+P = np.arange(0, 8192, 61)
+
+
+def _x(rows, seed=0):
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, (rows, D)).astype(np.float32)
+
+
+def _inv(base=10000.0, d=D):
+    return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+
+
+def _rotate(x, angles):
+    """rotate_half RoPE in float64, rounded to x's dtype."""
+    n = angles.shape[-1]
+    xr = x.astype(np.float64)
+    a, b = xr[..., :n], xr[..., n:]
+    cos, sin = np.cos(angles), np.sin(angles)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
+
+
+def _llama3(inv, factor, context, low, high):
+    """transformers' _compute_llama3_parameters, for any low/high (swapped included)."""
+    wavelen = 2 * math.pi / inv
+    low_wavelen, high_wavelen = context / low, context / high
+    out = np.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * out / factor + smooth * out
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, out)
+
+
+def _yarn(factor, context, beta_fast, beta_slow, base=10000.0, d=D):
+    """transformers' _compute_yarn_parameters (truncate=True), frequencies only."""
+
+    def dim(rotations):
+        return (d * math.log(context / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low = max(math.floor(dim(beta_fast)), 0)
+    high = min(math.ceil(dim(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extrapolation_factor = 1 - ramp
+    inv = _inv(base, d)
+    return inv / factor * (1 - extrapolation_factor) + inv * extrapolation_factor
+
+
+def _check(found, *snippets):
+    assert found is not None
+    assert found.cause == "scaling", found
+    for snippet in snippets:
+        assert snippet in found.message, found
+    assert "M-RoPE" not in found.message
+    assert "precision" not in found.message
+
+
+def test_llama3_band_factors_swapped_are_named_swapped():
+    spec = rr.RopeSpec(D, base=500000.0, scaling=scaling.Llama3(8.0, original_max_position=8192))
+    theta = _llama3(_inv(500000.0), 8.0, 8192, 4.0, 1.0)  # low and high swapped
+    x = _x(P.size)
+    found = diagnose(_rotate(x, P[:, None] * theta), x, spec, P)
+    _check(found, "band factors are swapped", "low_freq_factor=4, high_freq_factor=1")
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "named"), [(1.0, 2.0, "high_freq_factor=2"), (2.0, 4.0, "low_freq_factor=2")]
+)
+def test_llama3_band_factor_is_fitted(low, high, named):
+    spec = rr.RopeSpec(D, base=500000.0, scaling=scaling.Llama3(8.0, original_max_position=8192))
+    theta = _llama3(_inv(500000.0), 8.0, 8192, low, high)
+    x = _x(P.size, seed=1)
+    _check(diagnose(_rotate(x, P[:, None] * theta), x, spec, P), named, "(fitted)")
+
+
+def test_ntk_aware_without_its_exponent_is_named_the_exponent():
+    s = 4.0
+    spec = rr.RopeSpec(D, scaling=scaling.NTKAware(s))
+    x = _x(P.size, seed=2)
+    found = diagnose(_rotate(x, P[:, None] * _inv(10000.0 * s)), x, spec, P)  # base * s
+    _check(found, "exponent d/(d-2) was dropped")
+
+
+def test_dynamic_ntk_length_off_by_one_is_named():
+    p = np.arange(0, 5000, 7)
+    factor, max_position = 2.0, 2048
+    spec = rr.RopeSpec(D, scaling=scaling.DynamicNTK(factor, max_position=max_position))
+    length = p.max()  # the bug: max position, not max position + 1
+    base = 10000.0 * (factor * length / max_position - (factor - 1)) ** (D / (D - 2))
+    x = _x(p.size, seed=3)
+    found = diagnose(_rotate(x, p[:, None] * _inv(base)), x, spec, p)
+    _check(found, f"length {length}", "off by -1")
+
+
+@pytest.mark.parametrize(
+    ("beta_fast", "beta_slow", "named"), [(16.0, 1.0, "beta_fast=16"), (32.0, 2.0, "beta_slow=2")]
+)
+def test_yarn_ramp_ends_are_fitted(beta_fast, beta_slow, named):
+    factor, context = 4.0, 4096
+    spec = rr.RopeSpec(D, scaling=scaling.YaRN(factor, original_max_position=context))
+    theta = _yarn(factor, context, beta_fast, beta_slow)
+    mscale = 0.1 * math.log(factor) + 1.0
+    x = _x(P.size, seed=4)
+    y = (_rotate(x.astype(np.float64), P[:, None] * theta) * mscale).astype(np.float32)
+    _check(diagnose(y, x, spec, P), named)
+
+
+def test_proportional_exponents_over_the_rotated_part_are_named():
+    fraction = 0.25
+    spec = rr.RopeSpec(D, scaling=scaling.Proportional(fraction))
+    k = int(fraction * D // 2)
+    theta = np.zeros(D // 2)
+    theta[:k] = 10000.0 ** (-np.arange(0, 2 * k, 2) / (fraction * D))  # over p*H, not H
+    x = _x(P.size, seed=5)
+    found = diagnose(_rotate(x, P[:, None] * theta), x, spec, P)
+    _check(found, "run over 32 features", f"base^(-2j/{D})")
