@@ -29,6 +29,7 @@ from rope_ref.testing._diagnosis.precision import (
     position_precision,
     rounded_inputs,
 )
+from rope_ref.testing._diagnosis.recipes import precision_recipes
 from rope_ref.testing._diagnosis.rule_fits import rule_parameters
 from rope_ref.testing._diagnosis.rules import scaling, yarn_ramp
 from rope_ref.testing._diagnosis.shared import Diagnosis
@@ -55,6 +56,7 @@ CHECKS: tuple[Check, ...] = (
     scaling,
     position_precision,
     rounded_inputs,
+    precision_recipes,
     frequencies,
     angle_precision,
     position_range,

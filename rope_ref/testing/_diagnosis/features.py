@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from rope_ref._core.frequencies import attention_factor
-from rope_ref.testing._compare import Comparison
+from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains, rotary_mask
 
 __all__ = ["rotary_range", "scale"]
@@ -69,7 +69,8 @@ def scale(c: Comparison) -> Diagnosis | None:
         return None
     alt = c.expected.copy()
     alt[..., mask] *= ratio
-    if not explains(c, alt, tol=c.tolerance * max(1.0, ratio)):
+    tol = c.tolerance * max(1.0, ratio)
+    if not explains(c, alt, tol=tol) or not _scale_explains_the_error(c, alt, tol):
         return None
     factor = attention_factor(s.spec, s.seq_len)
     got = f"the result is {ratio:.6g} x the oracle"
@@ -86,3 +87,16 @@ def scale(c: Comparison) -> Diagnosis | None:
             "different factor (mscale / mscale_all_dim / attention_factor mismatch)."
         )
     return Diagnosis("attention_factor", detail)
+
+
+def _scale_explains_the_error(c: Comparison, alt: F64, tol: F64) -> bool:
+    """Whether the scale removes most of the error (not a ratio fitted to rounding noise).
+
+    A result off by rounding (a cos/sin table in float16, say) has a least-squares ratio
+    near 1 that may fit as well as 1 itself: then the scale explains nothing, and a message
+    "the result is 1 x the oracle" would contradict itself.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        before = np.where(c.error == 0.0, 0.0, c.error / c.tolerance)
+        after = np.where(c.actual == alt, 0.0, np.abs(c.actual - alt) / tol)
+    return bool(np.max(after, initial=0.0) <= 0.5 * np.max(before, initial=0.0))

@@ -10,6 +10,7 @@ import numpy as np
 
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, pair_norms
+from rope_ref.testing._diagnosis.drift import pair_drift
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains, failing_pairs, ranges
 
 __all__ = ["partly_right_pairs", "sections"]
@@ -109,11 +110,16 @@ def partly_right_pairs(c: Comparison) -> Diagnosis | None:
         return None
     good = np.flatnonzero(~bad).tolist()
     wrong = np.flatnonzero(bad).tolist()
+    head = (
+        f"pairs {ranges(good)} match the given positions and pairs {ranges(wrong)} do not, "
+        "and no frequency, scaling or position rule explains it: "
+    )
+    drift = pair_drift(c)
+    if drift is not None:  # a steady other rate: no M-RoPE pattern (that is other positions)
+        return Diagnosis("unknown", head + drift.text(spec.scaling is not None) + ".")
     return Diagnosis(
         "unknown",
-        f"pairs {ranges(good)} match the given positions and pairs {ranges(wrong)} do not, "
-        "and no frequency, scaling or position rule explains it: the failing pairs turn by "
-        "other angles (their frequencies, or the positions they were given, differ). If the "
-        "implementation is multi-axis RoPE (M-RoPE), give the spec its sections and the "
-        "(t, h, w) positions.",
+        head + "the failing pairs turn by other angles (their frequencies, or the positions "
+        "they were given, differ). If the implementation is multi-axis RoPE (M-RoPE), give "
+        "the spec its sections and the (t, h, w) positions.",
     )
