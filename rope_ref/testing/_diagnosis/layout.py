@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
 from rope_ref._core.aliases import Layout, Role
 from rope_ref._core.frequencies import rope_cos_sin
-from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._compare import F64, Comparison, tolerance
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains, full_width
 
 __all__ = ["direction_or_layout", "table_layout"]
@@ -45,7 +46,47 @@ def direction_or_layout(c: Comparison) -> Diagnosis | None:
             f"the result pairs features {pairs[other]} and also rotates the other way; "
             f"the spec's layout is {spec.layout!r}.",
         )
+    return _read_and_written(c)
+
+
+def _read_and_written(c: Comparison) -> Diagnosis | None:
+    """Pairs read in one layout and written in another (DeepSeek MLA), or not, unlike the spec.
+
+    Tried: every (layout, output_layout) whose read or written layout differs from the
+    spec's, except the plain swap `direction_or_layout` tries first.
+    """
+    s = c.setup
+    spec = s.spec
+    want = (spec.layout, spec.written_layout)
+    layouts: tuple[Layout, Layout] = ("half", "interleaved")
+    for read, written in itertools.product(layouts, repeat=2):
+        if (read, written) == want or read == written == _other(spec.layout):
+            continue
+        try:
+            alt = dataclasses.replace(spec, layout=read, output_layout=written)
+        except ValueError:
+            continue
+        if explains(c, s.oracle(spec=alt), spec=alt):
+            fix = f"layout={read!r}" + (f", output_layout={written!r}" if read != written else "")
+            mla = _MLA if ("interleaved", "half") in ((read, written), want) else ""
+            return Diagnosis(
+                "layout",
+                f"the result reads pairs in the {read!r} layout and writes them in the "
+                f"{written!r} layout; the spec reads {want[0]!r} and writes {want[1]!r}. "
+                f"{mla}Use {fix} in the spec if "
+                "that is the model's convention, or fix the permutation of the result.",
+            )
     return None
+
+
+def _other(layout: str) -> str:
+    return "interleaved" if layout == "half" else "half"
+
+
+_MLA = (
+    "(DeepSeek MLA's rotary part reads interleaved pairs and writes them half: "
+    "layout='interleaved', output_layout='half'.) "
+)
 
 
 def _xpos_role_swapped(c: Comparison) -> Diagnosis | None:
@@ -105,7 +146,7 @@ def table_layout(c: Comparison) -> Diagnosis | None:
         alt[..., sl] = xr * full_width(cos, table) + sign * _rotated_partner(
             xr, rotation
         ) * full_width(sin, table)
-        if explains(c, alt):
+        if explains(c, alt, tol=_both_pairings_tolerance(c, alt)):
             return Diagnosis(
                 "table_layout",
                 f"a cos/sin table built for the {table!r} layout ({_TABLE[table]}) was "
@@ -114,3 +155,20 @@ def table_layout(c: Comparison) -> Diagnosis | None:
                 f"rotate {_ROTATION[spec.layout]}.",
             )
     return None
+
+
+def _both_pairings_tolerance(c: Comparison, alt: F64) -> F64:
+    """The model's tolerance with each feature's pair norm taken in either layout.
+
+    A table of one layout applied with the other rotation mixes each feature with a
+    partner of the other pairing: its rounding scales with that pair's norm, which the
+    spec's own pairing does not see (a float64 result then fails by rounding alone).
+    """
+    s = c.setup
+    if c.model is None:
+        return c.tolerance
+    other: Layout = "interleaved" if s.spec.layout == "half" else "half"
+    swapped = dataclasses.replace(s.spec, layout=other, output_layout=None)
+    alt_setup = dataclasses.replace(s, spec=swapped)
+    wider = tolerance(alt_setup, alt, c.model, c.model.eps)
+    return np.asarray(np.maximum(c.tolerance, wider), dtype=np.float64)
