@@ -16,6 +16,7 @@ from rope_ref.testing._compare import Comparison
 from rope_ref.testing._diagnosis.basic import non_finite, not_checkable, zeros
 from rope_ref.testing._diagnosis.features import rotary_range, scale
 from rope_ref.testing._diagnosis.frequencies import frequencies
+from rope_ref.testing._diagnosis.ladders import axis_ladders
 from rope_ref.testing._diagnosis.layout import direction_or_layout, table_layout
 from rope_ref.testing._diagnosis.multi_axis import partly_right_pairs, sections
 from rope_ref.testing._diagnosis.positions import (
@@ -48,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     offset,
     positions_pattern,
     sections,
+    axis_ladders,
     identity_beyond,
     rotary_range,
     scale,

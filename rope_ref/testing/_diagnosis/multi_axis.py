@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from rope_ref._core.frequencies import pair_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, pair_norms
 from rope_ref.testing._diagnosis.drift import pair_drift
@@ -26,11 +27,14 @@ def _replaced(spec: RopeSpec, **changes: object) -> RopeSpec | None:
 def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]:
     assert spec.sections is not None
     other = "interleaved" if spec.section_order == "chunked" else "chunked"
+    alt = _replaced(spec, section_order=other)
     yield (
-        _replaced(spec, section_order=other),
+        alt,
         f"the pairs are assigned to axes {other} ({other} M-RoPE), but the spec's order is "
         f"{spec.section_order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
     )
+    if alt is None and other == "interleaved":
+        yield _interleaved_as_qwen3_vl(spec)
     for perm in sorted(set(itertools.permutations(spec.sections))):
         if perm != tuple(spec.sections):
             yield (
@@ -45,6 +49,38 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]
                 _replaced(spec, sections=sections),
                 f"the sections are {list(sections)}, not the spec's {list(spec.sections)}",
             )
+
+
+def qwen3_vl_axes(sections: Sequence[int], n_pairs: int) -> np.ndarray:
+    """The axis of each pair as Qwen3-VL's ``apply_interleaved_mrope`` assigns them.
+
+    Axis ``a >= 1`` takes pairs ``a, a + n, a + 2n, ...`` below ``n * sections[a]`` (``n``
+    axes), clipped to the pairs there are; axis 0 keeps the rest. Sections that overrun the
+    pair count are accepted there and give fewer pairs than they say.
+    """
+    n = len(sections)
+    axes = np.zeros(n_pairs, dtype=np.intp)
+    for axis in range(1, n):
+        axes[axis : n * sections[axis] : n] = axis
+    return axes
+
+
+def _interleaved_as_qwen3_vl(spec: RopeSpec) -> tuple[RopeSpec | None, str]:
+    """The spec's sections in the interleaved order as Qwen3-VL applies them, if expressible."""
+    assert spec.sections is not None
+    axes = qwen3_vl_axes(spec.sections, spec.n_pairs)
+    counts = tuple(int(k) for k in np.bincount(axes, minlength=len(spec.sections)))
+    alt = _replaced(spec, sections=counts, section_order="interleaved")
+    if alt is not None and not np.array_equal(pair_axes(alt), axes):
+        alt = None
+    return (
+        alt,
+        f"the pairs are assigned to axes interleaved as Qwen3-VL's apply_interleaved_mrope "
+        f"does with mrope_section {list(spec.sections)}, which overruns the {spec.n_pairs} "
+        f"pairs: the axes get {list(counts)} pairs. RopeSpec refuses sections "
+        f"{tuple(spec.sections)} in the interleaved order; the same assignment is "
+        f"sections={counts}, section_order='interleaved' (the spec's order is 'chunked')",
+    )
 
 
 def sections(c: Comparison) -> Diagnosis | None:
