@@ -129,3 +129,19 @@ def test_proportional_exponents_over_the_rotated_part_are_named():
     x = _x(P.size, seed=5)
     found = diagnose(_rotate(x, P[:, None] * theta), x, spec, P)
     _check(found, "run over 32 features", f"base^(-2j/{D})")
+
+
+def test_yarn_default_attention_factor_where_mscale_settings_cancel_is_named():
+    """DeepSeek-style YaRN: mscale = mscale_all_dim = 1 makes the factor 1; code that
+    applies the default 0.1 ln(s) + 1 instead is named with that formula."""
+    factor, context = 40.0, 4096
+    rule = scaling.YaRN(factor, original_max_position=context, mscale=1.0, mscale_all_dim=1.0)
+    spec = rr.RopeSpec(D, scaling=rule)
+    theta = _yarn(factor, context, 32.0, 1.0)
+    x = _x(P.size, seed=6)
+    default = 0.1 * math.log(factor) + 1.0
+    y = (_rotate(x.astype(np.float64), P[:, None] * theta) * default).astype(np.float32)
+    found = diagnose(y, x, spec, P)
+    assert found is not None
+    assert found.cause == "attention_factor", found
+    assert f"{default:.6g} is YaRN's default 0.1 ln(s) + 1" in found.message

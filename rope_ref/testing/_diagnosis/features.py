@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from rope_ref import scaling as rules
 from rope_ref._core.frequencies import attention_factor
 from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains, rotary_mask
@@ -84,9 +85,41 @@ def scale(c: Comparison) -> Diagnosis | None:
     else:
         detail = (
             f"{got}, whose attention factor is {factor:.6g}: cos/sin were scaled by a "
-            "different factor (mscale / mscale_all_dim / attention_factor mismatch)."
+            f"different factor, {ratio * factor:.6g} (mscale / mscale_all_dim / "
+            "attention_factor mismatch)."
         )
+        named = _yarn_factor_named(s.spec.scaling, ratio * factor)
+        if named is not None:
+            detail = detail[:-1] + f"; {ratio * factor:.6g} is {named}."
     return Diagnosis("attention_factor", detail)
+
+
+def _yarn_factor_named(rule: object, carried: float) -> str | None:
+    """Which of YaRN's attention-factor formulas gives the factor the result carries."""
+    if not isinstance(rule, rules.YaRN):
+        return None
+    s = rule.factor
+    formulas = {
+        "YaRN's default 0.1 ln(s) + 1 (the spec's mscale settings ignored)": (rules.yarn_mscale(s))
+    }
+    if rule.mscale:
+        formulas["0.1 mscale ln(s) + 1 alone (mscale_all_dim ignored)"] = rules.yarn_mscale(
+            s, rule.mscale
+        )
+    if rule.mscale_all_dim:
+        formulas["0.1 mscale_all_dim ln(s) + 1 alone (mscale ignored)"] = rules.yarn_mscale(
+            s, rule.mscale_all_dim
+        )
+    for name, value in formulas.items():
+        if math.isclose(carried, value, rel_tol=1e-3) and not math.isclose(
+            value, attention_factor_of(rule), rel_tol=1e-9
+        ):
+            return name
+    return None
+
+
+def attention_factor_of(rule: rules.YaRN) -> float:
+    return float(rule.attention_factor(seq_len=None))
 
 
 def _scale_explains_the_error(c: Comparison, alt: F64, tol: F64) -> bool:
