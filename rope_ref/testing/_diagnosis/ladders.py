@@ -18,9 +18,9 @@ from rope_ref.testing._diagnosis.frequencies import measured_freqs
 from rope_ref.testing._diagnosis.shared import (
     COMMON_BASES,
     Diagnosis,
-    explains,
-    oracle_with_freqs,
+    explains_by,
     ranges,
+    with_freqs,
 )
 
 __all__ = ["axis_ladders", "ladder_base"]
@@ -101,6 +101,6 @@ def axis_ladders(c: Comparison) -> Diagnosis | None:
     if spec.freqs is None or spec.sections is None or spec.xpos is not None:
         return None
     for alt, message in _candidates(c):
-        if explains(c, oracle_with_freqs(c.setup, alt)):
+        if explains_by(c, with_freqs(alt)):
             return Diagnosis("frequencies", message)
     return None

@@ -12,7 +12,14 @@ from rope_ref._core.frequencies import pair_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, pair_norms
 from rope_ref.testing._diagnosis.drift import pair_drift
-from rope_ref.testing._diagnosis.shared import Diagnosis, explains, failing_pairs, ranges
+from rope_ref.testing._diagnosis.shared import (
+    Diagnosis,
+    explains,
+    explains_by,
+    failing_pairs,
+    ranges,
+    with_spec,
+)
 
 __all__ = ["partly_right_pairs", "sections"]
 
@@ -99,7 +106,7 @@ def sections(c: Comparison) -> Diagnosis | None:
     for alt_spec, why in _section_candidates(spec):
         if alt_spec is None:
             continue
-        if explains(c, s.oracle(spec=alt_spec), spec=alt_spec):
+        if explains_by(c, with_spec(alt_spec), spec=alt_spec):
             return Diagnosis("sections", why + ".")
     n_axes = len(spec.sections)
     for perm in itertools.permutations(range(n_axes)):

@@ -8,6 +8,8 @@ within the error model, element by element: an error of the right size is not en
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from rope_ref._core.compat import host_namespace
@@ -15,7 +17,7 @@ from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref._core.reference import rotate
 from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.precision import round_to
-from rope_ref.testing._diagnosis.shared import Diagnosis, explains, oracle_from_angles
+from rope_ref.testing._diagnosis.shared import Diagnosis, explains_by, oracle_from_angles
 
 __all__ = ["low_precision_inv_freq", "precision_recipes"]
 
@@ -52,19 +54,33 @@ def _angles(p: F64, theta: F64, in_float32: bool) -> F64:
     return round_to(round_to(p, "float32") * round_to(theta, "float32"), "float32")
 
 
+def _with_inv_freq(theta: F64, in_float32: bool) -> Callable[[Setup], F64]:
+    def build(s: Setup) -> F64:
+        return oracle_from_angles(s, _angles(s.grid[..., None], theta, in_float32))
+
+    return build
+
+
+def _with_table(theta: F64, in_float32: bool, name: str) -> Callable[[Setup], F64]:
+    def build(s: Setup) -> F64:
+        angles = _angles(s.grid[..., None], theta, in_float32)
+        return _rotate_with(s, round_to(np.cos(angles), name), round_to(np.sin(angles), name))
+
+    return build
+
+
 def _inv_freq_recipe(c: Comparison) -> Diagnosis | None:
     """Inverse frequencies computed in float16 or bfloat16 (angles in float32 or float64)."""
     s = c.setup
     spec = s.spec
     if spec.scaling is not None or spec.freqs is not None:
         return None
-    p = s.grid[..., None]
     for name in LOW:
         low = low_precision_inv_freq(spec.base, spec._rotary_dim, name)
         fits = [
             "float32" if in_float32 else "float64"
             for in_float32 in (True, False)
-            if explains(c, oracle_from_angles(s, _angles(p, low, in_float32)))
+            if explains_by(c, _with_inv_freq(low, in_float32))
         ]
         if fits:
             angles_note = f", then the angles in {fits[0]}" if len(fits) == 1 else ""
@@ -82,14 +98,12 @@ def _table_recipe(c: Comparison) -> Diagnosis | None:
     """A cos/sin table rounded once to float16 or bfloat16 (angles in float32 or float64)."""
     s = c.setup
     theta = inv_freq(s.spec, s.seq_len)
-    p = s.grid[..., None]
     for name in LOW:
-        fits = []
-        for in_float32 in (True, False):
-            angles = _angles(p, theta, in_float32)
-            cos, sin = round_to(np.cos(angles), name), round_to(np.sin(angles), name)
-            if explains(c, _rotate_with(s, cos, sin)):
-                fits.append("float32" if in_float32 else "float64")
+        fits = [
+            "float32" if in_float32 else "float64"
+            for in_float32 in (True, False)
+            if explains_by(c, _with_table(theta, in_float32, name))
+        ]
         if fits:
             angles_note = f"; angles computed in {fits[0]}" if len(fits) == 1 else ""
             return Diagnosis(

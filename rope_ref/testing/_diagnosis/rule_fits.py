@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
@@ -20,15 +22,15 @@ from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.frequencies import pair_positions
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
-    explains,
+    explains_by,
     failing_pairs,
-    oracle_with_freqs,
     pair_angles,
     ranges,
+    with_freqs,
     wrap,
 )
 
-__all__ = ["angle_residual", "llama3_freqs", "rule_parameters"]
+__all__ = ["TurnedAngles", "llama3_freqs", "rule_parameters"]
 
 Candidate = tuple[F64, str]
 
@@ -45,22 +47,34 @@ def _grid(lo: float, hi: float, n: int = 97) -> list[float]:
     return [float(v) for v in dict.fromkeys(values) if lo <= v <= hi]
 
 
-def angle_residual(c: Comparison, theta: F64) -> float:
-    """Largest |angle| (rad) between the result's pairs and a rotation with `theta`.
+@dataclass(frozen=True)
+class TurnedAngles:
+    """The result's pair angles, positions and norms, read once for many candidates.
 
-    Reads at most `RANKED_ROWS` rows; pairs of norm 0 carry no angle and are skipped.
+    At most `RANKED_ROWS` rows are kept (evenly spread over the result).
     """
-    s = c.setup
-    got, norm = pair_angles(s, c.actual)
-    p = pair_positions(s)
-    n = theta.size
-    got, norm, p = (a.reshape(-1, n) for a in (got, norm, p))
-    if got.shape[0] > RANKED_ROWS:
-        rows = np.linspace(0, got.shape[0] - 1, RANKED_ROWS).astype(int)
-        got, norm, p = got[rows], norm[rows], p[rows]
-    sign = -1.0 if s.inverse else 1.0
-    off = np.abs(wrap(sign * got - p * theta))
-    return float(np.max(np.where(norm > 0, off, 0.0), initial=0.0))
+
+    angle: F64  # (rows, n_pairs), sign of the direction applied
+    position: F64
+    usable: NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, c: Comparison) -> TurnedAngles:
+        s = c.setup
+        got, norm = pair_angles(s, c.actual)
+        p = pair_positions(s)
+        n = got.shape[-1]
+        got, norm, p = (a.reshape(-1, n) for a in (got, norm, p))
+        if got.shape[0] > RANKED_ROWS:
+            rows = np.linspace(0, got.shape[0] - 1, RANKED_ROWS).astype(int)
+            got, norm, p = got[rows], norm[rows], p[rows]
+        sign = -1.0 if s.inverse else 1.0
+        return cls(sign * got, p, norm > 0)
+
+    def residual(self, theta: F64) -> float:
+        """Largest |angle| (rad) between the result's pairs and a rotation with `theta`."""
+        off = np.abs(wrap(self.angle - self.position * theta))
+        return float(np.max(np.where(self.usable, off, 0.0), initial=0.0))
 
 
 def llama3_freqs(theta: F64, factor: float, context: int, low: float, high: float) -> F64:
@@ -226,9 +240,10 @@ def rule_parameters(c: Comparison) -> Diagnosis | None:
     if fitter is None:
         return None
     candidates = list(fitter(s, rule, plain))  # type: ignore[operator]
-    scored = sorted(candidates, key=lambda cand: angle_residual(c, cand[0]))
+    turned = TurnedAngles.of(c)
+    scored = sorted(candidates, key=lambda cand: turned.residual(cand[0]))
     for theta, message in scored[:JUDGED]:
-        if explains(c, oracle_with_freqs(s, theta)):
+        if explains_by(c, with_freqs(theta)):
             bad = failing_pairs(c)
             where = f" (pairs {ranges(np.flatnonzero(bad).tolist())} differ)" if np.any(bad) else ""
             return Diagnosis("scaling", message + where)

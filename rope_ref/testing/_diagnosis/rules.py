@@ -14,9 +14,11 @@ from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     explains,
+    explains_by,
     oracle_with_freqs,
     pair_angles,
     ranges,
+    with_spec,
     wrap,
 )
 
@@ -46,13 +48,19 @@ def low_position_freqs(c: Comparison) -> F64 | None:
         return None
     got, norm = pair_angles(s, c.actual)
     sign = -1.0 if s.inverse else 1.0
+    n = got.shape[-1]
+    flat_p = p.reshape(-1)
+    order = np.argsort(flat_p, kind="stable")  # the rows of each step, found once
+    angle = (sign * got).reshape(-1, n)[order]
+    usable = (norm > 0).reshape(-1, n)[order]
+    bounds = np.searchsorted(flat_p[order], steps, side="left")
+    ends = np.searchsorted(flat_p[order], steps, side="right")
     theta: F64 | None = None
-    for step in steps:
-        rows = (p == step)[..., None] & (norm > 0)
-        if not np.all(np.any(rows.reshape(-1, rows.shape[-1]), axis=0)):
+    for step, lo, hi in zip(steps, bounds, ends, strict=True):
+        rows = usable[lo:hi]
+        if not np.all(np.any(rows, axis=0)):
             continue
-        angle = sign * got
-        masked = np.where(rows, angle, np.nan).reshape(-1, angle.shape[-1])
+        masked = np.where(rows, angle[lo:hi], np.nan)
         at_step = np.asarray(np.nanmedian(masked, axis=0), dtype=np.float64)
         if theta is None:
             theta = wrap(at_step) / step
@@ -149,10 +157,10 @@ def scaling(c: Comparison) -> Diagnosis | None:
             continue
         try:
             alt = dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
-            expected = c.setup.oracle(spec=alt)
+            found = explains_by(c, with_spec(alt), spec=alt)
         except ValueError:
             continue
-        if explains(c, expected, spec=alt):
+        if found:
             return Diagnosis("scaling", _scaling_message(spec.scaling, rule))
     return None
 
