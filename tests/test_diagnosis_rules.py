@@ -145,3 +145,20 @@ def test_yarn_default_attention_factor_where_mscale_settings_cancel_is_named():
     assert found is not None
     assert found.cause == "attention_factor", found
     assert f"{default:.6g} is YaRN's default 0.1 ln(s) + 1" in found.message
+
+
+@pytest.mark.parametrize(
+    "p", [np.array([1]), np.arange(9), np.arange(0, 8192, 61), np.arange(0, 32769, 257)]
+)
+def test_the_same_rule_mistake_gets_the_same_cause_at_any_positions(p):
+    """A counterexample at one position, a probe grid and a user's long positions agree."""
+    llama = rr.RopeSpec(D, base=500000.0, scaling=scaling.Llama3(8.0, original_max_position=8192))
+    swapped = _llama3(_inv(500000.0), 8.0, 8192, 4.0, 1.0)
+    yarn = rr.RopeSpec(D, scaling=scaling.YaRN(4.0, original_max_position=4096))
+    fast16 = _yarn(4.0, 4096, 16.0, 1.0)
+    mscale = 0.1 * math.log(4.0) + 1.0
+    x = _x(p.size, seed=7)
+    found = diagnose(_rotate(x, p[:, None] * swapped), x, llama, p)
+    _check(found, "band factors are swapped")
+    y = (_rotate(x.astype(np.float64), p[:, None] * fast16) * mscale).astype(np.float32)
+    _check(diagnose(y, x, yarn, p), "beta_fast=16")
