@@ -162,3 +162,28 @@ def test_the_same_rule_mistake_gets_the_same_cause_at_any_positions(p):
     _check(found, "band factors are swapped")
     y = (_rotate(x.astype(np.float64), p[:, None] * fast16) * mscale).astype(np.float32)
     _check(diagnose(y, x, yarn, p), "beta_fast=16")
+
+
+def test_another_context_length_is_not_told_as_a_moved_ramp_end():
+    """Both ramp ends move with original_max_position: that length is named, not a beta."""
+    factor = 4.0
+    spec = rr.RopeSpec(D, scaling=scaling.YaRN(factor, original_max_position=4096))
+    theta = _yarn(factor, 8192, 32.0, 1.0)  # the code's context length is 8192
+    x = _x(P.size, seed=8)
+    mscale = 0.1 * math.log(factor) + 1.0
+    y = (_rotate(x.astype(np.float64), P[:, None] * theta) * mscale).astype(np.float32)
+    found = diagnose(y, x, spec, P)
+    assert found is not None
+    assert found.cause == "scaling", found
+    assert "context length differs" in found.message, found
+    assert "(fitted)" not in found.message
+
+
+def test_ntk_aware_with_another_factor_is_told_as_the_factor():
+    spec = rr.RopeSpec(D, scaling=scaling.NTKAware(4.0))
+    base = 10000.0 * 2.0 ** (D / (D - 2))  # the code's factor is 2
+    x = _x(P.size, seed=9)
+    found = diagnose(_rotate(x, P[:, None] * _inv(base)), x, spec, P)
+    assert found is not None
+    assert found.cause == "scaling", found
+    assert "the factor is 2, not 4" in found.message, found

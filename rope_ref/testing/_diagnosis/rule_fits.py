@@ -20,6 +20,7 @@ from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
 from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.frequencies import pair_positions
+from rope_ref.testing._diagnosis.rules import COMMON_LENGTHS
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     explains_by,
@@ -27,6 +28,7 @@ from rope_ref.testing._diagnosis.shared import (
     pair_angles,
     ranges,
     with_freqs,
+    with_spec,
     wrap,
 )
 
@@ -120,23 +122,68 @@ def _llama3(s: Setup, rule: rules.Llama3, plain: F64) -> Iterator[Candidate]:
 
 
 def _ntk(s: Setup, rule: rules.NTKAware, plain: F64) -> Iterator[Candidate]:
-    d = s.spec._rotary_dim
+    """The exponent of the base's factor written otherwise: ``base * s^k``.
+
+    Only named forms are tried (a fitted ``k`` would also stand for another factor, which
+    `scaling` names): dropped (``k = 1``), inverted (``(d-2)/d``), or taken over the head
+    where partial rotary needs the rotated width.
+    """
+    spec = s.spec
+    d = spec._rotary_dim
     j = np.arange(plain.size, dtype=np.float64)
     right = d / (d - 2) if d > 2 else 1.0
-    for k in dict.fromkeys([1.0, *np.linspace(0.0, 3.0, 301).tolist()]):
-        if math.isclose(k, right, rel_tol=1e-9):
+    forms = {1.0: "the exponent d/(d-2) was dropped (base * factor)"}
+    if d > 2:
+        forms[(d - 2) / d] = "the exponent is inverted: (d-2)/d for d/(d-2)"
+    h = spec.head_dim
+    if h != d and h > 2:
+        forms[h / (h - 2)] = f"the exponent takes head_dim {h} for d, not rotary_dim {d}"
+    for k, why in forms.items():
+        if math.isclose(k, right, rel_tol=1e-12):
             continue
-        why = (
-            "the exponent d/(d-2) was dropped (base * factor)"
-            if k == 1.0
-            else "the base's exponent differs"
-        )
         yield (
             plain * rule.factor ** (-2.0 * j * k / d),
-            f"the result follows NTK-aware scaling with base * factor^{k:.4g}, but the rule "
+            f"the result follows NTK-aware scaling with base * factor^{k:.6g}, but the rule "
             f"is base * factor^(d/(d-2)) = base * {rule.factor:g}^{right:.6g} (d = {d}): "
             f"{why}.",
         )
+
+
+def _other_length_explains(c: Comparison, rule: object) -> bool:
+    """Whether the rule at another common original context length explains the result.
+
+    Moving the length moves both band edges (both ramp ends) at once; where one moved
+    edge fits as well, the length (which `scaling` names) is the likelier mistake.
+    """
+    length = getattr(rule, "original_max_position", None)
+    if not isinstance(rule, (rules.YaRN, rules.Llama3)) or length is None:
+        return False
+    spec = c.setup.spec
+    for other in COMMON_LENGTHS:
+        if other == length:
+            continue
+        try:
+            alt = dataclasses.replace(spec, scaling=_with_length(rule, other))
+        except ValueError:
+            continue
+        if explains_by(c, with_spec(alt), spec=alt):
+            return True
+    return False
+
+
+def _with_length(rule: rules.YaRN | rules.Llama3, length: int) -> rules.YaRN | rules.Llama3:
+    if isinstance(rule, rules.YaRN):
+        return rules.YaRN(
+            rule.factor,
+            length,
+            beta_fast=rule.beta_fast,
+            beta_slow=rule.beta_slow,
+            mscale=rule.mscale,
+            mscale_all_dim=rule.mscale_all_dim,
+            attention_factor=rule.attention_factor_value,
+            truncate=rule.truncate,
+        )
+    return dataclasses.replace(rule, original_max_position=length)
 
 
 def _dynamic(s: Setup, rule: rules.DynamicNTK, plain: F64) -> Iterator[Candidate]:
@@ -244,6 +291,8 @@ def rule_parameters(c: Comparison) -> Diagnosis | None:
     scored = sorted(candidates, key=lambda cand: turned.residual(cand[0]))
     for theta, message in scored[:JUDGED]:
         if explains_by(c, with_freqs(theta)):
+            if _other_length_explains(c, rule):
+                return None  # `scaling` names the original context length
             bad = failing_pairs(c)
             where = f" (pairs {ranges(np.flatnonzero(bad).tolist())} differ)" if np.any(bad) else ""
             return Diagnosis("scaling", message + where)
