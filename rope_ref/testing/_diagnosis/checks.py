@@ -22,6 +22,7 @@ from rope_ref.testing._diagnosis.multi_axis import partly_right_pairs, sections
 from rope_ref.testing._diagnosis.positions import (
     identity_beyond,
     offset,
+    other_seq_axis,
     position_range,
     positions_pattern,
 )
@@ -48,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     table_layout,
     offset,
     positions_pattern,
+    other_seq_axis,
     sections,
     axis_ladders,
     identity_beyond,

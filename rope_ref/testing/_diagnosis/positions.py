@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from rope_ref._core.frequencies import inv_freq, pair_axes
-from rope_ref.testing._compare import Comparison
+from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     explains,
@@ -18,7 +18,7 @@ from rope_ref.testing._diagnosis.shared import (
     wrap,
 )
 
-__all__ = ["identity_beyond", "offset", "position_range", "positions_pattern"]
+__all__ = ["identity_beyond", "offset", "other_seq_axis", "position_range", "positions_pattern"]
 
 
 def _offset_estimate(c: Comparison) -> int | None:
@@ -210,3 +210,51 @@ def _table_row(c: Comparison, position: int) -> int | None:
         if 0 <= row < position and cost < best_cost:
             best, best_cost = row, cost
     return best
+
+
+def other_seq_axis(c: Comparison) -> Diagnosis | None:
+    """The positions laid along another axis of x than `seq_axis` (e.g. bshd data as bhsd).
+
+    The positions along `seq_axis` are laid along each other axis of the same length; a
+    run of consecutive positions (the default ``offset + arange``) also along axes of any
+    length, from the same start.
+    """
+    s = c.setup
+    ndim = s.x.ndim
+    if s.spec.sections is not None or ndim < 3:
+        return None
+    axis = s.seq_axis % ndim
+    index = tuple(slice(None) if i == axis else 0 for i in range(ndim - 1))
+    line = s.grid[index]
+    if not np.array_equal(np.broadcast_to(_along(line, axis, ndim), s.grid.shape), s.grid):
+        return None  # per-row positions: no single line to lay elsewhere
+    consecutive = bool(np.all(np.diff(line) == 1.0))
+    for other in range(ndim - 1):
+        if other == axis:
+            continue
+        length = s.x.shape[other]
+        if length == line.size:
+            moved = line
+        elif consecutive:
+            moved = line[0] + np.arange(length, dtype=np.float64)
+        else:
+            continue
+        grid = np.broadcast_to(_along(moved, other, ndim), s.grid.shape).copy()
+        if np.array_equal(grid, s.grid):
+            continue
+        if explains(c, s.oracle(grid=grid), grid=grid):
+            return Diagnosis(
+                "positions",
+                f"the result matches the positions laid along axis {other - ndim} of x, not "
+                f"seq_axis={s.seq_axis}: the sequence runs along axis {other - ndim} (e.g. x "
+                f"is (batch, seq, heads, head_dim)); pass seq_axis={other - ndim}, as "
+                "apply_rope takes it.",
+            )
+    return None
+
+
+def _along(line: F64, axis: int, ndim: int) -> F64:
+    """`line` shaped to lie along `axis` of an ``ndim - 1``-dimensional grid."""
+    shape = [1] * (ndim - 1)
+    shape[axis] = line.size
+    return line.reshape(shape)
