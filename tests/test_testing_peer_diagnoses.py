@@ -139,6 +139,35 @@ def test_hf_scaling_mistakes(params, told, snippet):
     assert snippet in found.message
 
 
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize(
+    ("params", "told", "snippet"),
+    [
+        (
+            {**LLAMA3, "low_freq_factor": 4.0, "high_freq_factor": 1.0},
+            rules.Llama3(8.0, 8192),
+            "band factors are swapped: the result follows low_freq_factor=4, high_freq_factor=1",
+        ),
+        (
+            {**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 2.0},
+            rules.Llama3(8.0, 8192),
+            "high_freq_factor=2 (fitted)",
+        ),
+        ({**YARN, "beta_fast": 16.0}, rules.YaRN(4.0, 8192), "beta_fast=16 (fitted)"),
+    ],
+)
+def test_hf_rule_parameter_mistakes_name_the_parameter(params, told, snippet):
+    """transformers' own rope init with one parameter otherwise than the spec says."""
+    q, out = _hf_rotary(params)
+    found = diagnose(out, q, rr.RopeSpec(64, scaling=told), P)
+    assert found is not None, found
+    assert found.cause == "scaling", found
+    assert snippet in found.message
+    assert "M-RoPE" not in found.message
+
+
 def test_hf_float32_angles_are_float32_grade_and_fail_the_strict_mode():
     q, out = _hf_rotary({"rope_type": "default"})
     p = np.array([0, 1, 10**5, 10**6])
