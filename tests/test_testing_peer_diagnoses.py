@@ -456,3 +456,36 @@ def test_torchtune_cache_indexed_past_its_length_is_a_position_range_mistake(fol
     assert found.cause == "position_range", found
     assert "positions up to 2000 are correct" in found.message
     assert snippet in found.message
+
+
+def test_qwen3_vl_interleaved_sections_that_overrun_the_pairs_are_expressed():
+    """transformers' Qwen3-VL text rotary embedding with mrope_section (16, 24, 24) (its
+    interleaving slices past the 64 pairs and gives the axes 22, 21 and 21), checked
+    against the chunked spec: named with the sections that express it, which then pass."""
+    transformers = pytest.importorskip("transformers")
+    qwen3_vl = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    transformers.logging.set_verbosity_error()
+    config = transformers.Qwen3VLTextConfig(
+        hidden_size=512,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "mrope_section": [16, 24, 24],
+        },
+    )
+    module = qwen3_vl.Qwen3VLTextRotaryEmbedding(config)
+    rng = np.random.default_rng(5)
+    rows = 40
+    grid = np.stack([np.arange(rows), rng.integers(0, 20, rows), rng.integers(0, 30, rows)], -1)
+    q = torch.from_numpy(rng.uniform(-1.0, 1.0, (1, 2, rows, 128)).astype(np.float32))
+    cos, sin = module(q, torch.from_numpy(grid.T[:, None, :].copy()))
+    out, _ = qwen3_vl.apply_rotary_pos_emb(q, q, cos, sin)
+    found = diagnose(out, q, rr.RopeSpec(128, sections=(16, 24, 24)), grid)
+    assert found is not None
+    assert found.cause == "sections", found
+    assert "sections=(22, 21, 21), section_order='interleaved'" in found.message
+    expressed = rr.RopeSpec(128, sections=(22, 21, 21), section_order="interleaved")
+    assert diagnose(out, q, expressed, grid) is None

@@ -82,8 +82,9 @@ def _interleaved_as_qwen3_vl(spec: RopeSpec) -> tuple[RopeSpec | None, str]:
         alt = None
     return (
         alt,
-        f"the pairs are assigned to axes interleaved as Qwen3-VL's apply_interleaved_mrope "
-        f"does with mrope_section {list(spec.sections)}, which overruns the {spec.n_pairs} "
+        "the pairs are assigned to axes interleaved as Qwen3-VL's interleaved M-RoPE "
+        "(transformers' apply_interleaved_mrope) does with mrope_section "
+        f"{list(spec.sections)}, which overruns the {spec.n_pairs} "
         f"pairs: the axes get {list(counts)} pairs. RopeSpec refuses sections "
         f"{tuple(spec.sections)} in the interleaved order; the same assignment is "
         f"sections={counts}, section_order='interleaved' (the spec's order is 'chunked')",
