@@ -7,7 +7,8 @@ import numpy as np
 
 import rope_ref as rr
 from rope_ref.testing._compare import compare, setup
-from rope_ref.testing._diagnosis.shared import FOCUS_ROWS, explains, explains_by, focus, with_spec
+from rope_ref.testing._diagnosis.focus import FOCUS_ROWS, explains_by, focus, with_spec
+from rope_ref.testing._diagnosis.shared import explains
 from tests._independent import rotate_pairs
 
 

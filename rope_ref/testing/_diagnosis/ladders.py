@@ -14,13 +14,12 @@ import numpy as np
 
 from rope_ref._core.frequencies import pair_axes
 from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._diagnosis.focus import explains_by, with_freqs
 from rope_ref.testing._diagnosis.frequencies import measured_freqs
 from rope_ref.testing._diagnosis.shared import (
     COMMON_BASES,
     Diagnosis,
-    explains_by,
     ranges,
-    with_freqs,
 )
 
 __all__ = ["axis_ladders", "ladder_base"]

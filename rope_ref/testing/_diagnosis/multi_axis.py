@@ -12,13 +12,12 @@ from rope_ref._core.frequencies import pair_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, pair_norms
 from rope_ref.testing._diagnosis.drift import pair_drift
+from rope_ref.testing._diagnosis.focus import explains_by, with_spec
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     explains,
-    explains_by,
     failing_pairs,
     ranges,
-    with_spec,
 )
 
 __all__ = ["partly_right_pairs", "sections"]

@@ -16,8 +16,9 @@ from rope_ref._core.compat import host_namespace
 from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref._core.reference import rotate
 from rope_ref.testing._compare import F64, Comparison, Setup
+from rope_ref.testing._diagnosis.focus import explains_by
 from rope_ref.testing._diagnosis.precision import round_to
-from rope_ref.testing._diagnosis.shared import Diagnosis, explains_by, oracle_from_angles
+from rope_ref.testing._diagnosis.shared import Diagnosis, oracle_from_angles
 
 __all__ = ["low_precision_inv_freq", "precision_recipes"]
 

@@ -19,16 +19,14 @@ from numpy.typing import NDArray
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
 from rope_ref.testing._compare import F64, Comparison, Setup
+from rope_ref.testing._diagnosis.focus import explains_by, with_freqs, with_spec
 from rope_ref.testing._diagnosis.frequencies import pair_positions
 from rope_ref.testing._diagnosis.rules import COMMON_LENGTHS
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
-    explains_by,
     failing_pairs,
     pair_angles,
     ranges,
-    with_freqs,
-    with_spec,
     wrap,
 )
 

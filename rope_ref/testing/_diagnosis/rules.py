@@ -11,14 +11,13 @@ import numpy as np
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
 from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._diagnosis.focus import explains_by, with_spec
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     explains,
-    explains_by,
     oracle_with_freqs,
     pair_angles,
     ranges,
-    with_spec,
     wrap,
 )
 
