@@ -10,6 +10,7 @@ import numpy as np
 from rope_ref._core.aliases import Layout, Role
 from rope_ref._core.frequencies import rope_cos_sin
 from rope_ref.testing._compare import F64, Comparison, tolerance
+from rope_ref.testing._diagnosis.focus import explains_by, focus, with_spec
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains, full_width
 
 __all__ = ["direction_or_layout", "table_layout"]
@@ -66,7 +67,7 @@ def _read_and_written(c: Comparison) -> Diagnosis | None:
             alt = dataclasses.replace(spec, layout=read, output_layout=written)
         except ValueError:
             continue
-        if explains(c, s.oracle(spec=alt), spec=alt):
+        if explains_by(c, with_spec(alt), spec=alt):
             fix = f"layout={read!r}" + (f", output_layout={written!r}" if read != written else "")
             mla = _MLA if ("interleaved", "half") in ((read, written), want) else ""
             return Diagnosis(
@@ -131,22 +132,14 @@ def _rotated_partner(x: F64, layout: str) -> F64:
 
 def table_layout(c: Comparison) -> Diagnosis | None:
     """A full-width cos/sin table built for one layout, applied with the other rotation."""
-    s = c.setup
-    spec = s.spec
+    spec = c.setup.spec
     if spec.xpos is not None or spec.n_pairs < 2:
         return None
-    cos, sin = (
-        np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, s.grid, None, s.seq_len)
-    )
-    sl = slice(spec.rotary_start, spec.rotary_stop)
-    xr = s.x[..., sl]
-    sign = -1.0 if s.inverse else 1.0
+    small = focus(c)
     for table, rotation in (("interleaved", "half"), ("half", "interleaved")):
-        alt = s.x.copy()
-        alt[..., sl] = xr * full_width(cos, table) + sign * _rotated_partner(
-            xr, rotation
-        ) * full_width(sin, table)
-        if explains(c, alt, tol=_both_pairings_tolerance(c, alt)):
+        if small is not c and not _table_fits(small, table, rotation):
+            continue
+        if _table_fits(c, table, rotation):
             return Diagnosis(
                 "table_layout",
                 f"a cos/sin table built for the {table!r} layout ({_TABLE[table]}) was "
@@ -155,6 +148,23 @@ def table_layout(c: Comparison) -> Diagnosis | None:
                 f"rotate {_ROTATION[spec.layout]}.",
             )
     return None
+
+
+def _table_fits(c: Comparison, table: str, rotation: str) -> bool:
+    """Whether the result is x rotated with a `table`-layout table and `rotation` pairs."""
+    s = c.setup
+    spec = s.spec
+    cos, sin = (
+        np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, s.grid, None, s.seq_len)
+    )
+    sl = slice(spec.rotary_start, spec.rotary_stop)
+    xr = s.x[..., sl]
+    sign = -1.0 if s.inverse else 1.0
+    alt = s.x.copy()
+    alt[..., sl] = xr * full_width(cos, table) + sign * _rotated_partner(xr, rotation) * full_width(
+        sin, table
+    )
+    return explains(c, alt, tol=_both_pairings_tolerance(c, alt))
 
 
 def _both_pairings_tolerance(c: Comparison, alt: F64) -> F64:
