@@ -111,3 +111,24 @@ def test_random_angle_errors_of_bfloat16_size_are_still_named_precision():
     found = diagnose(_rotate(x, angles).astype(np.float64), x, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "precision", found
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_torch_inverse_frequencies_in_16_bits_are_named_with_the_dtype(dtype, base):
+    """HF's recipe run by torch with a 16-bit arange (the base then held in 16 bits too:
+    bfloat16 holds 10000 as 9984, float16 overflows 500000 and stills every pair but one)."""
+    torch = pytest.importorskip("torch")
+    d = 64
+    low = getattr(torch, dtype)
+    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=low) / d))
+    p = torch.arange(0, 4096, 37)
+    freqs = torch.outer(p.float(), inv.float())
+    emb = torch.cat((freqs, freqs), -1)
+    x = torch.from_numpy(_x(p.numel(), 6, d))
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    y = x * emb.cos() + torch.cat((-x2, x1), -1) * emb.sin()
+    found = diagnose(y.numpy(), x.numpy(), rr.RopeSpec(d, base=base), p.numpy())
+    assert found is not None
+    assert found.cause == "precision", found
+    assert found.message.startswith(f"the inverse frequencies were computed in {dtype}"), found

@@ -8,6 +8,7 @@ within the error model, element by element: an error of the right size is not en
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -26,11 +27,18 @@ LOW = ("float16", "bfloat16")
 
 
 def low_precision_inv_freq(base: float, rotary_dim: int, name: str) -> F64:
-    """``1 / base ** (arange(0, d, 2, dtype) / d)`` with every operation rounded to `name`."""
+    """``1 / base ** (arange(0, d, 2, dtype) / d)`` with every operation rounded to `name`.
+
+    The base too is held in `name` (as torch does with a Python number raised to a
+    low-precision tensor): 500000 overflows float16, and bfloat16 holds 10000 as 9984.
+    """
     j = round_to(np.arange(0, rotary_dim, 2, dtype=np.float64), name)
     exponent = round_to(j / rotary_dim, name)
-    power = round_to(np.power(base, exponent), name)
-    return round_to(1.0 / power, name)
+    with np.errstate(over="ignore", divide="ignore"):
+        power = round_to(
+            np.power(round_to(np.asarray(base, dtype=np.float64), name), exponent), name
+        )
+        return round_to(1.0 / power, name)
 
 
 def _rotate_with(s: Setup, cos: F64, sin: F64) -> F64:
@@ -85,6 +93,11 @@ def _inv_freq_recipe(c: Comparison) -> Diagnosis | None:
         ]
         if fits:
             angles_note = f", then the angles in {fits[0]}" if len(fits) == 1 else ""
+            held = float(round_to(np.asarray(spec.base, dtype=np.float64), name))
+            if held != spec.base:
+                angles_note += f"; the base {spec.base:g} itself is held as {held:g} in {name}" + (
+                    ": every pair but the first stands still" if math.isinf(held) else ""
+                )
             return Diagnosis(
                 "precision",
                 f"the inverse frequencies were computed in {name} (1 / base ** (arange(0, d, "
