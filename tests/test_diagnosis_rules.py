@@ -187,3 +187,21 @@ def test_ntk_aware_with_another_factor_is_told_as_the_factor():
     assert found is not None
     assert found.cause == "scaling", found
     assert "the factor is 2, not 4" in found.message, found
+
+
+def test_a_wide_head_fits_the_proportional_denominator_from_the_result():
+    """Past 256 rotated features the denominators are not all tried: the one the second
+    pair turns by is fitted (here 200 for a 512-feature head)."""
+    d, fraction, p = 512, 0.25, np.arange(200)
+    spec = rr.RopeSpec(d, scaling=scaling.Proportional(fraction))
+    k = int(fraction * d // 2)
+    theta = np.zeros(d // 2)
+    theta[:k] = 10000.0 ** (-np.arange(0, 2 * k, 2) / 200.0)
+    x = np.random.default_rng(10).uniform(-1.0, 1.0, (p.size, d)).astype(np.float32)
+    n = d // 2
+    xr = x.astype(np.float64)
+    a, b = xr[:, :n], xr[:, n:]
+    angles = p[:, None] * theta
+    cos, sin = np.cos(angles), np.sin(angles)
+    y = np.concatenate([a * cos - b * sin, b * cos + a * sin], -1).astype(np.float32)
+    _check(diagnose(y, x, spec, p), "run over 200 features")

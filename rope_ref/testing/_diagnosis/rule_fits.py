@@ -21,7 +21,7 @@ from rope_ref._core.frequencies import inv_freq
 from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.focus import explains_by, with_freqs, with_spec
 from rope_ref.testing._diagnosis.frequencies import pair_positions
-from rope_ref.testing._diagnosis.rules import COMMON_LENGTHS
+from rope_ref.testing._diagnosis.rules import COMMON_LENGTHS, low_position_freqs
 from rope_ref.testing._diagnosis.shared import (
     Diagnosis,
     failing_pairs,
@@ -38,6 +38,8 @@ Candidate = tuple[F64, str]
 JUDGED = 4
 #: Rows the ranking reads at most (evenly spread over the result).
 RANKED_ROWS = 512
+#: Rotated widths up to which every exponent denominator is tried (proportional RoPE).
+WIDTHS_TRIED = 256
 #: Values tried for a factor-like parameter, besides a fine log-spaced grid.
 COMMON_VALUES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0)
 
@@ -248,13 +250,23 @@ def _yarn(s: Setup, rule: rules.YaRN, plain: F64) -> Iterator[Candidate]:
     )
 
 
-def _proportional(s: Setup, rule: rules.Proportional, plain: F64) -> Iterator[Candidate]:
+def _proportional(
+    s: Setup, rule: rules.Proportional, plain: F64, measured: F64 | None
+) -> Iterator[Candidate]:
+    """The exponents' denominator: the rotated part's width, half or twice the head's.
+
+    Besides those named forms, the width fitted from the result's second pair (which
+    turns at ``base^(-2/D)``) and its neighbours are tried, and for a rotated width up to
+    `WIDTHS_TRIED` every width up to four times it (a bound on the cost).
+    """
     spec = s.spec
     d = spec._rotary_dim
     k = rule.n_rotated(d)
     j = np.arange(plain.size, dtype=np.float64)
-    for denominator in range(1, 4 * d + 1):
-        if denominator == d:
+    named = [2 * k, int(rule.partial_rotary_factor * d), d // 2, 2 * d, spec.head_dim]
+    every = range(1, 4 * d + 1) if d <= WIDTHS_TRIED else range(0)
+    for denominator in dict.fromkeys([*named, *_fitted_widths(measured, spec.base), *every]):
+        if denominator in (0, d):
             continue
         theta = spec.base ** (-2.0 * j / denominator) / rule.factor
         theta[k:] = 0.0
@@ -264,6 +276,16 @@ def _proportional(s: Setup, rule: rules.Proportional, plain: F64) -> Iterator[Ca
             f"base^(-2j/{denominator})), but proportional RoPE keeps the whole head's: "
             f"base^(-2j/{d}) (divide by rotary_dim, not partial_rotary_factor * rotary_dim).",
         )
+
+
+def _fitted_widths(measured: F64 | None, base: float) -> list[int]:
+    """Widths ``D`` near the one whose ladder ``base^(-2j/D)`` the second pair follows."""
+    if measured is None or measured.size < 2 or not 0.0 < measured[1] < 1.0:
+        return []
+    width = -2.0 * math.log(base) / math.log(float(measured[1]))
+    if not math.isfinite(width):
+        return []
+    return [w for w in range(round(width) - 2, round(width) + 3) if w > 0]
 
 
 def rule_parameters(c: Comparison) -> Diagnosis | None:
@@ -279,13 +301,15 @@ def rule_parameters(c: Comparison) -> Diagnosis | None:
         rules.NTKAware: _ntk,
         rules.DynamicNTK: _dynamic,
         rules.YaRN: _yarn,
-        rules.Proportional: _proportional,
     }
-    fitter = fitters.get(type(rule))
-    if fitter is None:
+    if isinstance(rule, rules.Proportional):
+        turned = TurnedAngles.of(c)
+        candidates = list(_proportional(s, rule, plain, low_position_freqs(c)))
+    elif type(rule) in fitters:
+        turned = TurnedAngles.of(c)
+        candidates = list(fitters[type(rule)](s, rule, plain))  # type: ignore[operator]
+    else:
         return None
-    candidates = list(fitter(s, rule, plain))  # type: ignore[operator]
-    turned = TurnedAngles.of(c)
     scored = sorted(candidates, key=lambda cand: turned.residual(cand[0]))
     for theta, message in scored[:JUDGED]:
         if explains_by(c, with_freqs(theta)):
