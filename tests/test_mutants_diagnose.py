@@ -14,9 +14,8 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
-from rope_ref.testing._diagnose_numeric import round_to
-from rope_ref.testing._diagnose_variants import ranges
-from rope_ref.testing._explain import wrap
+from rope_ref.testing._diagnosis.precision import round_to
+from rope_ref.testing._diagnosis.shared import ranges, wrap
 from tests._independent import rotate_pairs
 
 # -- the helpers the messages and the candidates are built with --------------------------------
@@ -684,7 +683,8 @@ def test_a_default_base_where_its_square_root_was_told_is_a_base_mistake():
 def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
     """Catches: the precision messages' dtypes or advice swapped: float32 angles (positions
     times inverse frequencies in float32) for float64 data, and cos/sin rounded to bfloat16
-    for float32 data at small angles (where bfloat16 angles explain it: 2**-7 x |angle|)."""
+    for float32 data at small angles: a table rounded once, not bfloat16 angles (which the
+    error's size alone would also fit, 2**-7 x |angle|, but not element by element)."""
     d, p = 32, np.arange(0, 50000, 4999)
     x = _x((p.size, d), 54)
     angles32 = (p.astype(np.float32)[:, None] * _inv(d).astype(np.float32)).astype(np.float64)
@@ -703,9 +703,9 @@ def test_float32_angles_and_bfloat16_tables_are_told_apart_in_the_message():
     found = diagnose(y, x32, rr.RopeSpec(16), p)
     assert found is not None
     assert found.cause == "precision"
-    assert found.message == (
-        "the errors grow with the angle and fit angles computed in bfloat16 (about 0.0078 x "
-        "|angle| rad): build positions * inv_freq in float32 or better."
+    assert found.message.startswith(
+        "the cos/sin table was rounded once to bfloat16 (a bfloat16 cache), and the rotation "
+        "itself done in float32: keep the cos/sin cache in float32"
     )
 
 

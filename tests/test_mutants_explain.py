@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 import rope_ref as rr
 from rope_ref.testing import Diagnosis, assert_rope_close, diagnose
 from rope_ref.testing._compare import compare, setup
-from rope_ref.testing._explain import failing_pairs, oracle_with_freqs, wrap
+from rope_ref.testing._diagnosis.shared import failing_pairs, oracle_with_freqs, wrap
 from tests._independent import rotate_pairs
 
 F64 = NDArray[np.float64]

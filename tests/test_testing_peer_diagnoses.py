@@ -139,6 +139,35 @@ def test_hf_scaling_mistakes(params, told, snippet):
     assert snippet in found.message
 
 
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize(
+    ("params", "told", "snippet"),
+    [
+        (
+            {**LLAMA3, "low_freq_factor": 4.0, "high_freq_factor": 1.0},
+            rules.Llama3(8.0, 8192),
+            "band factors are swapped: the result follows low_freq_factor=4, high_freq_factor=1",
+        ),
+        (
+            {**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 2.0},
+            rules.Llama3(8.0, 8192),
+            "high_freq_factor=2 (fitted)",
+        ),
+        ({**YARN, "beta_fast": 16.0}, rules.YaRN(4.0, 8192), "beta_fast=16 (fitted)"),
+    ],
+)
+def test_hf_rule_parameter_mistakes_name_the_parameter(params, told, snippet):
+    """transformers' own rope init with one parameter otherwise than the spec says."""
+    q, out = _hf_rotary(params)
+    found = diagnose(out, q, rr.RopeSpec(64, scaling=told), P)
+    assert found is not None, found
+    assert found.cause == "scaling", found
+    assert snippet in found.message
+    assert "M-RoPE" not in found.message
+
+
 def test_hf_float32_angles_are_float32_grade_and_fail_the_strict_mode():
     q, out = _hf_rotary({"rope_type": "default"})
     p = np.array([0, 1, 10**5, 10**6])
@@ -427,3 +456,36 @@ def test_torchtune_cache_indexed_past_its_length_is_a_position_range_mistake(fol
     assert found.cause == "position_range", found
     assert "positions up to 2000 are correct" in found.message
     assert snippet in found.message
+
+
+def test_qwen3_vl_interleaved_sections_that_overrun_the_pairs_are_expressed():
+    """transformers' Qwen3-VL text rotary embedding with mrope_section (16, 24, 24) (its
+    interleaving slices past the 64 pairs and gives the axes 22, 21 and 21), checked
+    against the chunked spec: named with the sections that express it, which then pass."""
+    transformers = pytest.importorskip("transformers")
+    qwen3_vl = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
+    transformers.logging.set_verbosity_error()
+    config = transformers.Qwen3VLTextConfig(
+        hidden_size=512,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "mrope_section": [16, 24, 24],
+        },
+    )
+    module = qwen3_vl.Qwen3VLTextRotaryEmbedding(config)
+    rng = np.random.default_rng(5)
+    rows = 40
+    grid = np.stack([np.arange(rows), rng.integers(0, 20, rows), rng.integers(0, 30, rows)], -1)
+    q = torch.from_numpy(rng.uniform(-1.0, 1.0, (1, 2, rows, 128)).astype(np.float32))
+    cos, sin = module(q, torch.from_numpy(grid.T[:, None, :].copy()))
+    out, _ = qwen3_vl.apply_rotary_pos_emb(q, q, cos, sin)
+    found = diagnose(out, q, rr.RopeSpec(128, sections=(16, 24, 24)), grid)
+    assert found is not None
+    assert found.cause == "sections", found
+    assert "sections=(22, 21, 21), section_order='interleaved'" in found.message
+    expressed = rr.RopeSpec(128, sections=(22, 21, 21), section_order="interleaved")
+    assert diagnose(out, q, expressed, grid) is None

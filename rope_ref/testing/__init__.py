@@ -19,8 +19,8 @@ from rope_ref._core.error_model import angle_error, tolerance
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._assert import assert_rope_close
 from rope_ref.testing._compare import compare, setup
-from rope_ref.testing._diagnose import CAUSES, Diagnosis
-from rope_ref.testing._diagnose import diagnose as _diagnose
+from rope_ref.testing._diagnosis import CAUSES, Diagnosis
+from rope_ref.testing._diagnosis import diagnose as _diagnose
 from rope_ref.testing._oracle import RopeOracle
 from rope_ref.testing._report import PRECISION_CLASSES, RopeReport, rope_report
 from rope_ref.testing._tolerance import (

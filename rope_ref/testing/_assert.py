@@ -10,7 +10,7 @@ from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, check_actual, compare, setup
 from rope_ref.testing._describe import describe_worst
-from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._diagnosis import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
 from rope_ref.testing._ulps import check_ulps
 

@@ -29,7 +29,7 @@ from rope_ref.testing._conventions import (
     run_case,
 )
 from rope_ref.testing._describe import describe_worst
-from rope_ref.testing._diagnose import Diagnosis, diagnose
+from rope_ref.testing._diagnosis import Diagnosis, diagnose
 from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
 from rope_ref.testing._target import UsageError, describe_exception, load_target
 from rope_ref.testing._tolerance import max_checkable_position

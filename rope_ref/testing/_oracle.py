@@ -9,7 +9,7 @@ from rope_ref._core.frequencies import rope_angles, rope_cos_sin
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref.testing._assert import assert_rope_close
-from rope_ref.testing._diagnose import Diagnosis
+from rope_ref.testing._diagnosis import Diagnosis
 from rope_ref.testing._report import rope_report
 from rope_ref.testing._tolerance import rope_atol
 

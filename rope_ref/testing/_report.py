@@ -20,8 +20,8 @@ from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, compare, setup, tolerance
 from rope_ref.testing._describe import describe_worst
-from rope_ref.testing._diagnose import Diagnosis, diagnose
-from rope_ref.testing._explain import pair_angles, wrap
+from rope_ref.testing._diagnosis import Diagnosis, diagnose
+from rope_ref.testing._diagnosis.shared import pair_angles, wrap
 from rope_ref.testing._tolerance import EPS, ErrorModel
 
 __all__ = ["PRECISION_CLASSES", "RopeReport", "precision_class", "report_of", "rope_report"]

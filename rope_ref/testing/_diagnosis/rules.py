@@ -1,15 +1,8 @@
-"""Diagnoses about variants: scaling rules and multi-axis (M-RoPE) sections.
-
-Each check builds whole alternative specs (a scaling rule missing, of another family,
-with another factor or original context length; M-RoPE with other sections, section
-order or axis order, or collapsed to 1-D) and names the one that explains the result
-under its own error model, with the fitted parameters.
-"""
+"""Diagnoses of scaling rules: a rule missing, of another family or with other parameters."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Iterator
 
@@ -17,14 +10,24 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
-from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import F64, Comparison, pair_norms
-from rope_ref.testing._explain import Diagnosis, explains, failing_pairs, pair_angles, wrap
+from rope_ref.testing._compare import F64, Comparison
+from rope_ref.testing._diagnosis.focus import explains_by, with_spec
+from rope_ref.testing._diagnosis.shared import (
+    Diagnosis,
+    explains,
+    oracle_with_freqs,
+    pair_angles,
+    ranges,
+    wrap,
+)
 
-__all__ = ["low_position_freqs", "partly_right_pairs", "ranges", "scaling", "sections"]
+__all__ = ["low_position_freqs", "scaling", "yarn_ramp"]
+
 
 #: Pre-training context lengths to try for rules that have one.
 COMMON_LENGTHS = (2048, 4096, 8192, 16384, 32768, 131072)
+
+
 #: Factors to try besides the fitted one.
 COMMON_FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0, 40.0)
 
@@ -44,13 +47,19 @@ def low_position_freqs(c: Comparison) -> F64 | None:
         return None
     got, norm = pair_angles(s, c.actual)
     sign = -1.0 if s.inverse else 1.0
+    n = got.shape[-1]
+    flat_p = p.reshape(-1)
+    order = np.argsort(flat_p, kind="stable")  # the rows of each step, found once
+    angle = (sign * got).reshape(-1, n)[order]
+    usable = (norm > 0).reshape(-1, n)[order]
+    bounds = np.searchsorted(flat_p[order], steps, side="left")
+    ends = np.searchsorted(flat_p[order], steps, side="right")
     theta: F64 | None = None
-    for step in steps:
-        rows = (p == step)[..., None] & (norm > 0)
-        if not np.all(np.any(rows.reshape(-1, rows.shape[-1]), axis=0)):
+    for step, lo, hi in zip(steps, bounds, ends, strict=True):
+        rows = usable[lo:hi]
+        if not np.all(np.any(rows, axis=0)):
             continue
-        angle = sign * got
-        masked = np.where(rows, angle, np.nan).reshape(-1, angle.shape[-1])
+        masked = np.where(rows, angle[lo:hi], np.nan)
         at_step = np.asarray(np.nanmedian(masked, axis=0), dtype=np.float64)
         if theta is None:
             theta = wrap(at_step) / step
@@ -147,10 +156,10 @@ def scaling(c: Comparison) -> Diagnosis | None:
             continue
         try:
             alt = dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
-            expected = c.setup.oracle(spec=alt)
+            found = explains_by(c, with_spec(alt), spec=alt)
         except ValueError:
             continue
-        if explains(c, expected, spec=alt):
+        if found:
             return Diagnosis("scaling", _scaling_message(spec.scaling, rule))
     return None
 
@@ -170,122 +179,30 @@ def _scaling_message(want: object, got: object) -> str:
     return f"{head}: {why}."
 
 
-# -- M-RoPE ------------------------------------------------------------------------------------
-
-
-def _replaced(spec: RopeSpec, **changes: object) -> RopeSpec | None:
-    try:
-        return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
-    except ValueError:  # e.g. sections the interleaved order cannot hold
-        return None
-
-
-def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]:
-    assert spec.sections is not None
-    other = "interleaved" if spec.section_order == "chunked" else "chunked"
-    yield (
-        _replaced(spec, section_order=other),
-        f"the pairs are assigned to axes {other} ({other} M-RoPE), but the spec's order is "
-        f"{spec.section_order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
-    )
-    for perm in sorted(set(itertools.permutations(spec.sections))):
-        if perm != tuple(spec.sections):
-            yield (
-                _replaced(spec, sections=perm),
-                f"the sections are {list(perm)}, not the spec's {list(spec.sections)} "
-                "(mrope_section read in another order)",
-            )
-    for sections in ((16, 24, 24), (24, 20, 20), (8, 12, 12), (2, 3, 3)):
-        fits = len(sections) == len(spec.sections) and sum(sections) == spec.n_pairs
-        if fits and sorted(sections) != sorted(spec.sections):
-            yield (
-                _replaced(spec, sections=sections),
-                f"the sections are {list(sections)}, not the spec's {list(spec.sections)}",
-            )
-
-
-def sections(c: Comparison) -> Diagnosis | None:
-    """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE.
-
-    Tried, in order: the other section order (chunked or interleaved); every permutation
-    of the spec's sections; each common split of the same number of pairs that is no
-    permutation of the spec's ((16, 24, 24) as Qwen2-VL and Qwen2.5-VL, (24, 20, 20) as
-    Qwen3-VL, both for head_dim 128; (8, 12, 12) for 64; (2, 3, 3) for 16); the position
-    axes in every other order; 1-D RoPE at the positions of each single axis.
-    """
+def yarn_ramp(c: Comparison) -> Diagnosis | None:
+    """YaRN with its ramp inverted: fast pairs interpolated, slow pairs kept."""
     s = c.setup
-    spec = s.spec
-    if spec.sections is None:
+    rule = s.spec.scaling
+    if not isinstance(rule, rules.YaRN) or s.spec.freqs is not None:
         return None
-    for alt_spec, why in _section_candidates(spec):
-        if alt_spec is None:
-            continue
-        if explains(c, s.oracle(spec=alt_spec), spec=alt_spec):
-            return Diagnosis("sections", why + ".")
-    n_axes = len(spec.sections)
-    for perm in itertools.permutations(range(n_axes)):
-        if perm == tuple(range(n_axes)):
-            continue
-        grid = s.grid[..., list(perm)]
-        if explains(c, s.oracle(grid=grid), grid=grid):
-            return Diagnosis(
-                "sections",
-                f"the position axes are read in the order {list(perm)} (e.g. (h, t, w) for "
-                "(t, h, w)): the position ids' axes are permuted.",
-            )
-    flat_spec = dataclasses.replace(spec, sections=None)
-    for axis in range(n_axes):
-        grid = s.grid[..., axis]
-        setup_1d = dataclasses.replace(s, spec=flat_spec, grid=grid)
-        if explains(c, setup_1d.oracle(), spec=flat_spec, grid=grid):
-            return Diagnosis(
-                "sections",
-                f"the result is 1-D RoPE at the positions of axis {axis} on every pair: the "
-                "multi-axis positions were collapsed to one axis (M-RoPE sections ignored).",
-            )
-    return None
-
-
-def partly_right_pairs(c: Comparison) -> Diagnosis | None:
-    """1-D positions were given, but only some pairs match (checked after the frequencies).
-
-    The spec has no sections and the positions are 1-D, so no multi-axis cause is named:
-    the message says which pairs match and which do not.
-    """
-    spec = c.setup.spec
-    if spec.n_pairs < 2 or spec.sections is not None:
+    plain = inv_freq(dataclasses.replace(s.spec, scaling=None))
+    interpolated = plain / rule.factor
+    scaled = inv_freq(s.spec, s.seq_len)
+    span = plain - interpolated
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kept = np.where(span != 0, (scaled - interpolated) / span, 1.0)  # 1: extrapolated
+    inverted = interpolated * kept + plain * (1.0 - kept)
+    if np.allclose(inverted, scaled) or not explains(c, oracle_with_freqs(s, inverted)):
         return None
-    bad = failing_pairs(c)
-    passthrough = np.ones(spec.head_dim, dtype=bool)
-    passthrough[spec.rotary_start : spec.rotary_stop] = False
-    if not np.any(bad) or np.all(bad) or np.any(c.failed[..., passthrough]):
-        return None
-    # Only a rotation by other angles: every pair keeps its norm (a corrupted value does not).
-    got, want = (pair_norms(spec, y, inverse=c.setup.inverse) for y in (c.actual, c.expected))
-    kept = np.abs(got - want) <= 2 * c.tolerance
-    if not np.all(kept[c.failed]):
-        return None
-    good = np.flatnonzero(~bad).tolist()
-    wrong = np.flatnonzero(bad).tolist()
+    fast = np.flatnonzero(kept > 0.5).tolist()
+    slow = np.flatnonzero(kept <= 0.5).tolist()
+    fast_text = f"pairs {ranges(fast)}" if fast else "no pair"
+    slow_text = f"pairs {ranges(slow)}" if slow else "no pair"
     return Diagnosis(
-        "unknown",
-        f"pairs {ranges(good)} match the given positions and pairs {ranges(wrong)} do not, "
-        "and no frequency, scaling or position rule explains it: the failing pairs turn by "
-        "other angles (their frequencies, or the positions they were given, differ). If the "
-        "implementation is multi-axis RoPE (M-RoPE), give the spec its sections and the "
-        "(t, h, w) positions.",
+        "scaling",
+        f"YaRN's ramp is inverted: the result slows the fast {fast_text} by the factor "
+        f"{rule.factor:g} and leaves the slow {slow_text} at their original frequency; the "
+        f"rule keeps fast pairs (wavelength below original_max_position / beta_fast) and "
+        f"divides slow pairs by {rule.factor:g}. Use 1 - ramp where the ramp is used (or "
+        "swap beta_fast and beta_slow).",
     )
-
-
-def ranges(idx: list[int]) -> str:
-    """``0-3, 7, 9-11`` for a sorted list of indices."""
-    parts: list[str] = []
-    start = prev = idx[0]
-    for i in [*idx[1:], None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
-    return ", ".join(parts)

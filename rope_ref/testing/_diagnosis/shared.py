@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rope_ref._core.aliases import Layout
+from rope_ref._core.compat import host_namespace
 from rope_ref._core.frequencies import attention_factor
-from rope_ref._core.reference import split_pairs
+from rope_ref._core.reference import rotate, split_pairs
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison, Setup, tolerance
 
@@ -21,8 +22,11 @@ __all__ = [
     "explains",
     "failing_pairs",
     "fmt",
+    "full_width",
+    "oracle_from_angles",
     "oracle_with_freqs",
     "pair_angles",
+    "ranges",
     "rotary_mask",
     "row_failed",
     "row_p",
@@ -36,16 +40,16 @@ CAUSES: dict[str, str] = {
     "non-finite": "NaN or infinity in the result",
     "zeros": "the result is zero where it must not be (input overwritten or output unwritten)",
     "direction": "rotation direction/sign (sin negated: the inverse rotation)",
-    "layout": "pairing layout (half vs interleaved)",
+    "layout": "pairing layout (half vs interleaved), as read or as written",
     "offset": "position offset (positions shifted by a constant)",
     "positions": "positions not used as given (per-row or arbitrary positions ignored)",
     "identity": "identity (no rotation) beyond a position range",
     "rotary_dim": "wrong rotated features (rotary_dim / rotary_start)",
     "attention_factor": "attention factor (scale of cos/sin) missing, doubled or wrong",
-    "precision": "angle precision (positions, angles or cos/sin in a low precision)",
-    "scaling": "wrong or missing scaling rule (family, factor or original context length)",
+    "precision": "precision (positions, inverse frequencies, angles or cos/sin rounded low)",
+    "scaling": "wrong or missing scaling rule (family, factor, context length or a parameter)",
     "sections": "multi-axis (M-RoPE) mistake: sections, section order, axis order, 1-D",
-    "frequencies": "wrong frequencies (base, exponent or rotary_dim in the exponent)",
+    "frequencies": "wrong frequencies (base, exponent, rotary_dim, a per-axis ladder's base)",
     "xpos_role": "an xPos query scaled like a key, or a key like a query",
     "table_layout": "a cos/sin table built for one layout applied with the other rotation",
     "position_precision": "positions rounded by the implementation (a float32 grid)",
@@ -103,9 +107,17 @@ def explains(
 
 
 def rotary_mask(spec: RopeSpec) -> np.ndarray:
+    """Mask over the features: whether the spec rotates each."""
     mask = np.zeros(spec.head_dim, dtype=bool)
     mask[spec.rotary_start : spec.rotary_stop] = True
     return mask
+
+
+def full_width(table: F64, layout: str) -> F64:
+    """A per-pair table spread over the pair's two features in `layout`."""
+    if layout == "half":
+        return np.concatenate([table, table], axis=-1)
+    return np.repeat(table, 2, axis=-1)
 
 
 def failing_pairs(c: Comparison) -> np.ndarray:
@@ -174,3 +186,35 @@ def oracle_with_freqs(s: Setup, freqs: F64) -> F64:
         mask = rotary_mask(s.spec)
         y[..., mask] *= factor
     return y
+
+
+def oracle_from_angles(s: Setup, angles: F64) -> F64:
+    """Rotate x by the given angles (shape ``x.shape[:-1] + (n_pairs,)``), float64."""
+    factor = attention_factor(s.spec, s.seq_len)
+    cos, sin = np.cos(angles) * factor, np.sin(angles) * factor
+    return np.asarray(
+        rotate(
+            s.x,
+            cos,
+            sin,
+            layout=s.spec.layout,
+            rotary_start=s.spec.rotary_start,
+            inverse=s.inverse,
+            xp=host_namespace(),
+            output_layout=s.spec.output_layout,
+        )
+    )
+
+
+def ranges(idx: list[int]) -> str:
+    """``0-3, 7, 9-11`` for a sorted list of indices."""
+    parts: list[str] = []
+    start = prev = idx[0]
+    for i in [*idx[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(parts)
