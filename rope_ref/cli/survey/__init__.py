@@ -29,6 +29,7 @@ PACKAGES = (
     "ai2-olmo-core",
     "megatron-core",
     "gemma",
+    "onnxruntime",
 )
 
 

@@ -10,6 +10,7 @@ from rope_ref.cli.survey import (
     megatron_core,
     mistral_inference,
     olmo_core,
+    onnxruntime,
     timm,
     x_transformers,
 )
@@ -27,4 +28,5 @@ LIBRARY_GROUPS: tuple[Group, ...] = (
     olmo_core.GROUP,
     megatron_core.GROUP,
     gemma.GROUP,
+    onnxruntime.GROUP,
 )

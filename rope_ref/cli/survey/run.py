@@ -70,7 +70,8 @@ def position_sets(entry: Entry, max_position: int) -> list[np.ndarray]:
 
 def _inputs(entry: Entry, p: np.ndarray, seed: int) -> np.ndarray:
     shape = (BATCH, HEADS, p.shape[0], entry.spec.head_dim)
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+    dtype = getattr(entry, "dtype", "float32")  # engines' float16 rows draw float16 inputs
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(dtype)
 
 
 def _worst(reports: list[RopeReport]) -> RopeReport:
