@@ -12,6 +12,7 @@ from rope_ref.cli.survey import (
     olmo_core,
     onnxruntime,
     timm,
+    vllm,
     x_transformers,
 )
 from rope_ref.cli.survey.peers import Group
@@ -29,4 +30,5 @@ LIBRARY_GROUPS: tuple[Group, ...] = (
     megatron_core.GROUP,
     gemma.GROUP,
     onnxruntime.GROUP,
+    vllm.GROUP,
 )

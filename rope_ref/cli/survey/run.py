@@ -87,7 +87,8 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
         x = _inputs(entry, p, seed + i)
         y = entry.run(x.copy(), p.copy())
         role = getattr(entry, "role", None)  # xPos entries scale queries or keys
-        reports.append(rope_report(y, x, entry.spec, p, role=role))
+        seq_len = getattr(entry, "seq_len", None)  # an engine's configured length
+        reports.append(rope_report(y, x, entry.spec, p, role=role, seq_len=seq_len))
     return reports
 
 
