@@ -67,7 +67,7 @@ def test_rows(vllm, found):
         "MRotaryEmbeddingInterleaved": "pair-to-axis map",
         "Fourier": "learned",
         "DualChunk": "three position sets",
-        "Llama4Vision": "patch grid",
+        "Llama4Vision": "takes no positions",
     }
     for settings, row in found.items():
         why = next((w for k, w in refused.items() if settings.startswith(k)), None)
@@ -91,6 +91,18 @@ def test_mrope_yarn_ramps_over_four_times_the_original_length(vllm):
     np.testing.assert_allclose(_cache_angles(plain, 1), right, rtol=1e-6)
     np.testing.assert_allclose(_cache_angles(mrope, 1), wrong, rtol=1e-6)
     assert not np.allclose(_cache_angles(mrope, 1), right, rtol=1e-3)
+    # built with mrope_positions_factor=1, the M-RoPE module's ramp is YaRN's
+    import torch
+
+    from rope_ref.cli.survey.peers import _quiet_import
+
+    rotary = _quiet_import("vllm.model_executor.layers.rotary_embedding")
+    params = {"rope_theta": THETA, **_case(vllm, "MRotaryEmbedding with YaRN").params}
+    with vllm._context():
+        fixed = rotary.get_rope(
+            D, vllm.MAX_MODEL_LEN, True, params, torch.float32, mrope_positions_factor=1
+        )
+    np.testing.assert_allclose(_cache_angles(fixed, 1), right, rtol=1e-6)
     # both scale cos and sin by YaRN's attention factor 0.1 ln(s) + 1
     for module in (plain, mrope):
         row = module.cos_sin_cache[1].double().numpy()

@@ -184,8 +184,9 @@ CASES: tuple[Case, ...] = (
     Case(
         "Llama4VisionRotaryEmbedding (rope_type=mllama4)",
         {"rope_type": "mllama4"},
-        why_not="it rotates at its own fixed 2-D patch grid (no positions are passed) with a "
-        "complex table whose pair frequencies RopeSpec's sections cannot name without the grid",
+        why_not="not driven: forward_native takes no positions (the module rotates at its own "
+        "patch grid, fixed by max_position, with a class-token row), so the survey cannot "
+        "call it at positions of its choosing",
     ),
 )
 
