@@ -30,6 +30,7 @@ PACKAGES = (
     "megatron-core",
     "gemma",
     "onnxruntime",
+    "ggml-python",
 )
 
 
@@ -41,8 +42,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         description="Find the RoPE implementations installed beside rope_ref (transformers' "
         "rotaries, rotary-embedding-torch, torchtune, keras-hub, MLX, flash-attn's "
         "PyTorch reference; litgpt, diffusers, timm, x-transformers, llama-models, "
-        "mistral-inference, OLMo-core, Megatron-core and Gemma; the engines ONNX Runtime and "
-        "vLLM), drive each with its own "
+        "mistral-inference, OLMo-core, Megatron-core and Gemma; the engines ONNX Runtime, "
+        "vLLM and ggml), drive each with its own "
         "settings mapped to a RopeSpec, and print one row each: conformant or not, the "
         "largest error as a share of the tolerance, the angle-precision class, and the "
         "diagnosis of a mismatch. Missing packages are skipped with the reason. Exit "

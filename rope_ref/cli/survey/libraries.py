@@ -5,6 +5,7 @@ from __future__ import annotations
 from rope_ref.cli.survey import (
     diffusers,
     gemma,
+    ggml,
     litgpt,
     llama_models,
     megatron_core,
@@ -31,4 +32,5 @@ LIBRARY_GROUPS: tuple[Group, ...] = (
     gemma.GROUP,
     onnxruntime.GROUP,
     vllm.GROUP,
+    ggml.GROUP,
 )
