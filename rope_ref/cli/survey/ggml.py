@@ -16,6 +16,7 @@ them into a GGUF: Llama 3.1's from its rule in float64, LongRoPE's the checkpoin
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _quiet_import
 
 __all__ = ["GROUP", "GgmlEntry", "llama3_factors"]
 
-NORMAL, NEOX = 0, 2
+NORMAL, NEOX, MROPE, IMROPE = 0, 2, 8, 40
 #: The context length LongRoPE's row is configured for (llama.cpp's ``n_ctx``).
 N_CTX = 131072
 _LONG = tuple(1.0 + 0.5 * j for j in range(HEAD_DIM // 2))
@@ -61,6 +62,7 @@ class Rope:
     n_ctx_orig: int = 0
     factors: tuple[float, ...] | None = None
     dtype: str = "float32"
+    sections: tuple[int, int, int, int] | None = None  # ggml_rope_multi's (t, h, w, e)
 
 
 def llama3_factors(
@@ -101,25 +103,29 @@ def llama3_factors(
 
 
 def rope_ext(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
-    """``ggml_rope_ext`` of `x` ``(n_tokens, n_head, head_dim)`` at int32 `positions`."""
+    """``ggml_rope_ext`` of `x` ``(n_tokens, n_head, head_dim)`` at int32 `positions`.
+
+    With ``rope.sections``, ``ggml_rope_multi``: `positions` is ``(n_tokens, 3)`` and is
+    passed as ggml lays it out, the t, h, w and e positions one after the other (e = 0).
+    """
+    expected = (x.shape[0],) if rope.sections is None else (x.shape[0], 3)
+    if positions.shape != expected:  # ggml would abort the process
+        msg = f"`positions` must have shape {expected} for x of {x.shape}; got {positions.shape}"
+        raise ValueError(msg)
     ggml = _quiet_import("ggml")
     utils = _quiet_import("ggml.utils")
     size = 16 * 1024 * 1024 + 4 * x.nbytes + 8 * positions.size
     ctx = ggml.ggml_init(ggml.ggml_init_params(mem_size=size, mem_buffer=None))
     try:
         a = utils.from_numpy(np.ascontiguousarray(x, dtype=rope.dtype), ctx)
+        if rope.sections is not None:
+            axes = np.zeros((4, positions.shape[0]), dtype=np.int32)
+            axes[:3] = positions.T
+            positions = axes.ravel()
         b = utils.from_numpy(positions.astype(np.int32), ctx)
-        c = (
-            None
-            if rope.factors is None
-            else utils.from_numpy(np.asarray(rope.factors, np.float32), ctx)
-        )
-        out = ggml.ggml_rope_ext(
-            ctx,
-            a,
-            b,
-            c,
-            rope.n_dims,
+        factors = None if rope.factors is None else np.asarray(rope.factors, np.float32)
+        c = None if factors is None else utils.from_numpy(factors, ctx)
+        tail = (
             rope.mode,
             rope.n_ctx_orig,
             rope.freq_base,
@@ -129,10 +135,15 @@ def rope_ext(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
             rope.beta_fast,
             rope.beta_slow,
         )
+        if rope.sections is None:
+            out = ggml.ggml_rope_ext(ctx, a, b, c, rope.n_dims, *tail)
+        else:
+            sections = (ctypes.c_int * 4)(*rope.sections)
+            out = ggml.ggml_rope_multi(ctx, a, b, c, rope.n_dims, sections, *tail)
         graph = ggml.ggml_new_graph(ctx)
         ggml.ggml_build_forward_expand(graph, out)
         ggml.ggml_graph_compute_with_ctx(ctx, graph, 1)
-        return np.array(utils.to_numpy(out))
+        return np.array(utils.to_numpy(out)).reshape(x.shape)  # ggml drops trailing 1s
     finally:
         ggml.ggml_free(ctx)
 
@@ -143,7 +154,8 @@ def make_runner(rope: Rope) -> Any:
     def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
         b, h, s, d = x.shape
         tokens = np.swapaxes(x, 1, 2).reshape(b * s, h, d)
-        y = rope_ext(tokens, np.tile(p, b), rope)
+        ids = np.tile(p, b) if p.ndim == 1 else np.tile(p, (b, 1))  # M-RoPE: (tokens, 3)
+        y = rope_ext(tokens, ids, rope)
         return np.swapaxes(y.reshape(b, s, h, d), 1, 2)
 
     return run
@@ -214,6 +226,25 @@ def _cases() -> list[tuple[str, Rope, RopeSpec | str, int | None]]:
                 HEAD_DIM, scaling=rules.LongRoPE(_SHORT, _LONG, 4096, N_CTX / 4096), layout="half"
             ),
             N_CTX,
+        ),
+        (
+            "MROPE, sections=(8, 12, 12, 0) (Qwen2-VL), freq_base=1e6",
+            Rope(MROPE, freq_base=1e6, sections=(8, 12, 12, 0)),
+            RopeSpec(HEAD_DIM, base=1e6, sections=(8, 12, 12)),
+            None,
+        ),
+        (
+            "IMROPE, sections=(11, 11, 10, 0), freq_base=1e6",
+            Rope(IMROPE, freq_base=1e6, sections=(11, 11, 10, 0)),
+            RopeSpec(HEAD_DIM, base=1e6, sections=(11, 11, 10), section_order="interleaved"),
+            None,
+        ),
+        (
+            "IMROPE, sections=(12, 10, 10, 0) (Qwen3-VL's proportions)",
+            Rope(IMROPE, freq_base=1e6, sections=(12, 10, 10, 0)),
+            "IMROPE gives pair 31 (31 % 3 == 1, past 3 * 10) the fourth (e) position, "
+            "where HF's Qwen3-VL gives it t; RopeSpec's sections cannot name a fourth position",
+            None,
         ),
         ("NORMAL, float16", Rope(dtype="float16"), RopeSpec(HEAD_DIM, layout="interleaved"), None),
         ("NEOX, float16", Rope(NEOX, dtype="float16"), RopeSpec(HEAD_DIM, layout="half"), None),
