@@ -30,6 +30,8 @@ PACKAGES = (
     "ai2-olmo-core",
     "megatron-core",
     "gemma",
+    "onnxruntime",
+    "ggml-python",
 )
 
 
@@ -39,9 +41,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "survey",
         help="check every RoPE implementation installed here against the oracle",
         description="Find the RoPE implementations installed beside rope_ref (transformers' "
-        "rotaries, rotary-embedding-torch, torchtune, keras-hub, MLX, flash-attn's and "
-        "vLLM's PyTorch references; litgpt, diffusers, timm, x-transformers, llama-models, "
-        "mistral-inference, OLMo-core, Megatron-core and Gemma), drive each with its own "
+        "rotaries, rotary-embedding-torch, torchtune, keras-hub, MLX, flash-attn's "
+        "PyTorch reference; litgpt, diffusers, timm, x-transformers, llama-models, "
+        "mistral-inference, OLMo-core, Megatron-core and Gemma; the engines ONNX Runtime, "
+        "vLLM and ggml), drive each with its own "
         "settings mapped to a RopeSpec, and print one row each: conformant or not, the "
         "largest error as a share of the tolerance, the angle-precision class, and the "
         "diagnosis of a mismatch. Missing packages are skipped with the reason. Exit "

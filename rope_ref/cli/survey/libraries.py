@@ -5,12 +5,15 @@ from __future__ import annotations
 from rope_ref.cli.survey import (
     diffusers,
     gemma,
+    ggml,
     litgpt,
     llama_models,
     megatron_core,
     mistral_inference,
     olmo_core,
+    onnxruntime,
     timm,
+    vllm,
     x_transformers,
 )
 from rope_ref.cli.survey.peers import Group
@@ -27,4 +30,7 @@ LIBRARY_GROUPS: tuple[Group, ...] = (
     olmo_core.GROUP,
     megatron_core.GROUP,
     gemma.GROUP,
+    onnxruntime.GROUP,
+    vllm.GROUP,
+    ggml.GROUP,
 )

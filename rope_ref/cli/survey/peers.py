@@ -292,22 +292,6 @@ def _flash_attn_entries() -> Iterator[Entry]:
     yield Entry("flash-attn apply_rotary_emb_torch", "interleaved=False, float32 tables", spec, run)
 
 
-def _vllm_entries() -> Iterator[Entry]:
-    rotary = _quiet_import("vllm.model_executor.layers.rotary_embedding")
-
-    def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
-        module = rotary.get_rope(HEAD_DIM, max_position=cache_length(p), is_neox_style=True)
-        b, h, s, d = x.shape
-        q = _torch(np.swapaxes(x, 1, 2).reshape(b * s, h * d))
-        ids = _torch(np.tile(p, b))
-        out, _ = module.forward_native(ids, q, q.clone())
-        return np.swapaxes(_numpy(out).reshape(b, s, h, d), 1, 2)
-
-    yield Entry(
-        "vLLM RotaryEmbedding.forward_native", "is_neox_style=True", RopeSpec(HEAD_DIM), run
-    )
-
-
 GROUPS: tuple[Group, ...] = (
     Group("transformers", ("transformers", "torch"), "pip install transformers", _hf_entries),
     Group(
@@ -329,5 +313,4 @@ GROUPS: tuple[Group, ...] = (
     Group(
         "flash-attn", ("flash_attn",), "pip install flash-attn (needs CUDA)", _flash_attn_entries
     ),
-    Group("vllm", ("vllm",), "pip install vllm", _vllm_entries),
 )

@@ -70,7 +70,8 @@ def position_sets(entry: Entry, max_position: int) -> list[np.ndarray]:
 
 def _inputs(entry: Entry, p: np.ndarray, seed: int) -> np.ndarray:
     shape = (BATCH, HEADS, p.shape[0], entry.spec.head_dim)
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+    dtype = getattr(entry, "dtype", "float32")  # engines' float16 rows draw float16 inputs
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(dtype)
 
 
 def _worst(reports: list[RopeReport]) -> RopeReport:
@@ -86,7 +87,8 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
         x = _inputs(entry, p, seed + i)
         y = entry.run(x.copy(), p.copy())
         role = getattr(entry, "role", None)  # xPos entries scale queries or keys
-        reports.append(rope_report(y, x, entry.spec, p, role=role))
+        seq_len = getattr(entry, "seq_len", None)  # an engine's configured length
+        reports.append(rope_report(y, x, entry.spec, p, role=role, seq_len=seq_len))
     return reports
 
 

@@ -1,0 +1,141 @@
+"""ggml in `rope-ref survey`: `ggml_rope_ext` agrees in every mode rope_ref can state.
+
+ggml's own formula is written here in float64 NumPy (pair angles, frequency factors, YaRN's
+ramp between the correction dimensions, the attention factor) and checked against ggml at
+``[head_dim, n_head, n_tokens]`` tensors with int32 positions, partial YaRN included,
+which the survey skips; Llama 3.1's frequency factors are checked against HF's Llama 3 rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests._libraries import driver, require, rotate_pairs, rows
+
+D = 64
+
+
+def _axis_of_pair(j: int, sections, imrope: bool) -> int:
+    """ggml-cpu's M-RoPE map: the position axis (t, h, w, e = 0..3) of pair j."""
+    t, h, w, e = sections
+    sector = j % (t + h + w + e)
+    if imrope:
+        for axis, size in ((1, h), (2, w), (0, t)):
+            if sector % 3 == axis % 3 and sector < 3 * size:
+                return axis
+        return 3
+    return int(np.searchsorted(np.cumsum([t, h, w, e]), sector, side="right"))
+
+
+def _ggml_formula(x, p, rope):
+    """ggml's rotation of x (tokens, heads, D) in float64, written from ggml-cpu's rope."""
+    n = rope.n_dims
+    j = np.arange(n // 2)
+    if rope.sections is not None:  # p: (tokens, 3); the fourth (e) position is 0
+        p4 = np.concatenate([p, np.zeros_like(p[:, :1])], axis=1)
+        axes = [_axis_of_pair(k, rope.sections, rope.mode == 40) for k in j]
+        p = p4[:, axes]
+    else:
+        p = p[:, None]
+    extrap = p * rope.freq_base ** (-2.0 * j / n)
+    if rope.factors is not None:
+        extrap = extrap / np.asarray(rope.factors)
+    interp = rope.freq_scale * extrap
+    mscale = rope.attn_factor
+    theta = interp
+    if rope.ext_factor != 0.0:
+
+        def corr_dim(rotations):
+            ctx = rope.n_ctx_orig / (rotations * 2 * math.pi)
+            return n * math.log(ctx) / (2 * math.log(rope.freq_base))
+
+        start = max(0.0, math.floor(corr_dim(rope.beta_fast)))
+        end = min(n - 1.0, math.ceil(corr_dim(rope.beta_slow)))
+        ramp = 1.0 - np.clip((j - start) / max(0.001, end - start), 0.0, 1.0)
+        mix = ramp * rope.ext_factor
+        theta = interp * (1 - mix) + extrap * mix
+        mscale *= 1.0 + 0.1 * math.log(1.0 / rope.freq_scale)
+    x = x.astype(np.float64)
+    out = x.copy()
+    out[..., :n] = mscale * rotate_pairs(x[..., :n], theta[:, None, :], interleaved=rope.mode == 0)
+    return out
+
+
+def test_rows_agree_and_partial_yarn_says_why_not():
+    found = rows("ggml-python")
+    assert len(found) == 14
+    for settings, row in found.items():
+        if "partial YaRN" in settings:
+            assert row.verdict == "skipped", row
+            assert "ext_factor between 0 and 1" in (row.diagnosis or "")
+        elif "Qwen3-VL's proportions" in settings:
+            assert row.verdict == "skipped", row
+            assert "fourth (e) position" in (row.diagnosis or "")
+        else:
+            assert row.verdict == "conformant", row
+
+
+@pytest.mark.parametrize("index", range(14))
+def test_rope_ext_follows_ggml_formula(index):
+    require("ggml-python")
+    ggml = driver("ggml")
+    settings, rope, _, _ = ggml._cases()[index]
+    p = np.array([0, 1, 2, 7, 255, 256, 2049, 5000, 33000], dtype=np.int32)
+    if rope.sections is not None:  # distinct (t, h, w) per token
+        p = np.stack([p, p // 3 + 1, p // 5 + 2], axis=-1)
+    x = np.random.default_rng(index).uniform(-1, 1, (p.shape[0], 3, D)).astype(rope.dtype)
+    y = ggml.rope_ext(x, p, rope)
+    assert y.dtype == np.dtype(rope.dtype)
+    assert y.shape == x.shape
+    expected = _ggml_formula(x, p, rope)
+    # float32 angles: off by up to half an ulp of p * theta (2e-3 rad at 33000)
+    np.testing.assert_allclose(y, expected, rtol=0, atol=6e-3, err_msg=settings)
+    near = (p if p.ndim == 1 else p[:, 0]) <= 256
+    atol = 2e-3 if rope.dtype == "float16" else 2e-5
+    np.testing.assert_allclose(y[near], expected[near], rtol=0, atol=atol, err_msg=settings)
+
+
+def test_llama3_factors_give_hf_llama3_frequencies():
+    ggml = driver("ggml")
+    base, factor, low, high, old = 500000.0, 8.0, 1.0, 4.0, 8192
+    inv = base ** -(np.arange(0, D, 2) / D)
+    wavelength = 2 * math.pi / inv
+    smooth = (old / wavelength - low) / (high - low)  # HF's _compute_llama3_parameters
+    hf = np.where(wavelength > old / low, inv / factor, inv)
+    medium = (wavelength >= old / high) & (wavelength <= old / low)
+    hf = np.where(medium, (1 - smooth) * hf / factor + smooth * hf, hf)
+    got = inv / np.asarray(ggml.llama3_factors(base, D, factor, low, high, old))
+    np.testing.assert_allclose(got, hf, rtol=1e-12)
+    assert 0 < medium.sum() < D // 2  # the test reaches all three bands
+
+
+def test_imrope_gives_the_last_pair_the_fourth_position():
+    # HF's Qwen3-VL interleave: h on pairs 1, 4, ..., w on 2, 5, ... (3 * section long),
+    # t on the rest; ggml's IMROPE sends what t's condition misses to e instead.
+    hf = ["t"] * 32
+    for k in range(1, 30, 3):
+        hf[k] = "h"
+    for k in range(2, 30, 3):
+        hf[k] = "w"
+    ggml_axes = ["thwe"[_axis_of_pair(k, (12, 10, 10, 0), True)] for k in range(32)]
+    assert [k for k in range(32) if hf[k] != ggml_axes[k]] == [31]
+    assert ggml_axes[31] == "e"
+    require("ggml-python")
+    ggml = driver("ggml")
+    rope = ggml.Rope(40, freq_base=1e6, sections=(12, 10, 10, 0))
+    p = np.array([[500, 500, 500]], dtype=np.int32)  # a text token: t = h = w, e = 0
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 2, D)).astype(np.float32)
+    y = ggml.rope_ext(x, p, rope)
+    np.testing.assert_array_equal(y[..., [31, 63]], x[..., [31, 63]])  # pair 31 unrotated
+
+
+def test_positions_that_do_not_fit_raise_instead_of_aborting():
+    ggml = driver("ggml")
+    x = np.zeros((4, 2, D), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"positions.*\(4,\).*\(5,\)"):
+        ggml.rope_ext(x, np.arange(5), ggml.Rope())
+    with pytest.raises(ValueError, match=r"positions.*\(4, 3\)"):
+        ggml.rope_ext(x, np.zeros((4, 2)), ggml.Rope(8, sections=(8, 12, 12, 0)))
