@@ -33,15 +33,13 @@ import numpy as np
 from rope_ref._core.compat import host_namespace
 from rope_ref._core.frequencies import attention_factor, inv_freq, tables
 from rope_ref._core.spec import RopeSpec
-from rope_ref.scaling import Linear, Llama3, NTKAware, Proportional, YaRN
+from rope_ref.scaling._facts import is_length_dependent
 
 from .cuda_arrays import Arrays
 from .cuda_plan import factor_bits
 
-__all__ = ["LENGTH_FREE", "DeviceTables", "TableCache", "device_tables", "length_dependent"]
+__all__ = ["DeviceTables", "TableCache", "device_tables", "length_dependent"]
 
-#: Rules whose frequencies and attention factor do not depend on seq_len.
-LENGTH_FREE = (Linear, Llama3, NTKAware, Proportional, YaRN)
 #: Rows of a new cache, at least.
 FIRST_ROWS = 4096
 #: Bytes of cos plus sin of one cache, at most (longer contexts take the computed path).
@@ -54,8 +52,8 @@ MAX_LENGTH_ENTRIES = 64
 
 
 def length_dependent(spec: RopeSpec) -> bool:
-    """Whether `spec`'s tables change with seq_len (DynamicNTK, LongRoPE, user rules)."""
-    return spec.scaling is not None and not isinstance(spec.scaling, LENGTH_FREE)
+    """Whether `spec`'s tables change with seq_len: its rule's own ``length_dependent``."""
+    return is_length_dependent(spec.scaling)
 
 
 class DeviceTables(NamedTuple):

@@ -19,14 +19,16 @@ What is a formula and what is a float:
   `Proportional` (:math:`\theta_j/s` for the rotated pairs, 0 after) are evaluated as the
   formulas of their docstrings;
 - xPos with `rope_ref.XPos`: :math:`\zeta_j = (10j + 2d)/(7d)` exactly;
-- any other scaling rule (user rules, chains) and xPos rule gives its float64 frequencies,
-  attention factor and decay bases, taken as exact values.
+- a rule names its formula by its class's own ``exact_form`` (`rope_ref.scaling._facts`);
+  any other scaling rule (user rules, chains, subclasses) and xPos rule gives its float64
+  frequencies, attention factor and decay bases, taken as exact values.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +37,8 @@ from mpmath.ctx_iv import MPIntervalContext
 from rope_ref import XPos, inv_freq
 from rope_ref import attention_factor as float_attention_factor
 from rope_ref._core.spec import RopeSpec
-from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, NTKAware, Proportional, YaRN
+from rope_ref.scaling import DynamicNTK, Llama3, LongRoPE, YaRN
+from rope_ref.scaling._facts import exact_form
 
 __all__ = [
     "attention_factor",
@@ -55,32 +58,58 @@ def omegas(ctx: Any, spec: RopeSpec, seq_len: float | None) -> list[Number]:
     d = spec.rotary_dim
     assert d is not None
     rule = spec.scaling
-    if rule is None or type(rule) in (Linear, NTKAware, YaRN, Llama3, LongRoPE, Proportional):
-        base = spec.base
-    elif type(rule) is DynamicNTK:
-        length = max(rule.max_position if seq_len is None else seq_len, rule.max_position)
-        growth = (Fraction(length) - rule.max_position) / rule.max_position
-        ratio = 1 + Fraction(rule.factor) * growth
-        return _powers(ctx, spec.base, d, extra=(_number(ctx, ratio), d))
-    else:
+    if rule is None:
+        return _powers(ctx, spec.base, d)
+    form = exact_form(rule)
+    if form is None:  # the rule's float64 values, taken as exact
         return [ctx.mpf(float(w)) for w in inv_freq(spec, seq_len)]
-    if type(rule) is NTKAware:
-        return _powers(ctx, base, d, extra=(ctx.mpf(rule.factor), d))
-    theta = _powers(ctx, base, d)
-    if type(rule) is Linear:
-        return [t / ctx.mpf(rule.factor) for t in theta]
-    if type(rule) is YaRN:
-        return _yarn(ctx, rule, theta, base, d)
-    if type(rule) is Llama3:
-        return _llama3(ctx, rule, theta, base, d)
-    if type(rule) is LongRoPE:
-        ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
-        return [t / ctx.mpf(e) for t, e in zip(theta, ext, strict=True)]
-    if type(rule) is Proportional:
-        rotated = rule.n_rotated(d)
-        return [t / ctx.mpf(rule.factor) if j < rotated else ctx.mpf(0)
-                for j, t in enumerate(theta)]  # fmt: skip
-    return theta
+    return _OMEGAS[form](ctx, rule, spec.base, d, seq_len)
+
+
+def _linear(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    return [t / ctx.mpf(rule.factor) for t in _powers(ctx, base, d)]
+
+
+def _ntk(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    return _powers(ctx, base, d, extra=(ctx.mpf(rule.factor), d))
+
+
+def _dynamic_ntk(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    return _powers(ctx, base, d, extra=(_number(ctx, _dynamic_ratio(rule, seq_len)), d))
+
+
+def _longrope(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
+    return [t / ctx.mpf(e) for t, e in zip(_powers(ctx, base, d), ext, strict=True)]
+
+
+def _proportional(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    rotated = rule.n_rotated(d)
+    return [t / ctx.mpf(rule.factor) if j < rotated else ctx.mpf(0)
+            for j, t in enumerate(_powers(ctx, base, d))]  # fmt: skip
+
+
+def _yarn_omegas(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    return _yarn(ctx, rule, _powers(ctx, base, d), base, d)
+
+
+def _llama3_omegas(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    return _llama3(ctx, rule, _powers(ctx, base, d), base, d)
+
+
+#: Each exact form's inverse frequencies: (ctx, rule, base, rotary_dim, seq_len) -> reals.
+_OMEGAS: dict[str, Callable[[Any, Any, float, int, float | None], list[Number]]] = {
+    "linear": _linear,
+    "ntk": _ntk,
+    "dynamic_ntk": _dynamic_ntk,
+    "yarn": _yarn_omegas,
+    "llama3": _llama3_omegas,
+    "longrope": _longrope,
+    "proportional": _proportional,
+}
+
+#: One pair's factor: extra (base, exponent) terms, a final value, or None (irrational).
+_Pair = list[tuple[Fraction, Fraction]] | Fraction | None
 
 
 def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | None]:
@@ -96,40 +125,64 @@ def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | No
     d = spec.rotary_dim
     assert d is not None
     rule = spec.scaling
-    known = (Linear, NTKAware, DynamicNTK, YaRN, Llama3, LongRoPE, Proportional)
-    if rule is not None and type(rule) not in known:
+    form = None if rule is None else exact_form(rule)
+    if rule is not None and form is None:
         return [Fraction(float(w)) for w in inv_freq(spec, seq_len)]
     base = Fraction(spec.base)
     out: list[Fraction | None] = []
     for j in range(d // 2):
-        terms = [(base, Fraction(-2 * j, d))]
-        if type(rule) is Linear or type(rule) is Proportional:
-            terms.append((Fraction(rule.factor), Fraction(-1)))
-        elif type(rule) is NTKAware:
-            terms.append((Fraction(rule.factor), _ntk_exponent(j, d)))
-        elif type(rule) is DynamicNTK:
-            terms.append((_dynamic_ratio(rule, seq_len), _ntk_exponent(j, d)))
-        elif type(rule) is LongRoPE:
-            ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
-            terms.append((Fraction(ext[j]), Fraction(-1)))
-        elif type(rule) is YaRN:
-            multiplier = _yarn_rational_multipliers(rule, spec.base, d)[j]
-            if multiplier is None:  # inside a ramp whose ends are transcendental
-                out.append(None)
-                continue
-            terms.append((multiplier, Fraction(1)))
-        elif type(rule) is Llama3:
-            band = _llama3_bands(rule, spec.base, d)[j]
-            if band == "blend" and rule.factor != 1.0:
-                out.append(None)
-                continue
-            if band == "scale":
-                terms.append((Fraction(rule.factor), Fraction(-1)))
-        if type(rule) is Proportional and j >= rule.n_rotated(d):
-            out.append(Fraction(0))
+        pair = [] if form is None else _RATIONAL_PAIRS[form](rule, spec.base, d, seq_len, j)
+        if pair is None or isinstance(pair, Fraction):
+            out.append(pair)
             continue
-        out.append(_rational_product(terms))
+        out.append(_rational_product([(base, Fraction(-2 * j, d)), *pair]))
     return out
+
+
+def _rational_linear(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    return [(Fraction(rule.factor), Fraction(-1))]
+
+
+def _rational_proportional(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    return Fraction(0) if j >= rule.n_rotated(d) else [(Fraction(rule.factor), Fraction(-1))]
+
+
+def _rational_ntk(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    return [(Fraction(rule.factor), _ntk_exponent(j, d))]
+
+
+def _rational_dynamic(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    return [(_dynamic_ratio(rule, seq_len), _ntk_exponent(j, d))]
+
+
+def _rational_longrope(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    ext = rule.long_factor if rule.uses_long(seq_len) else rule.short_factor
+    return [(Fraction(ext[j]), Fraction(-1))]
+
+
+def _rational_yarn(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    multiplier = _yarn_rational_multipliers(rule, base, d)[j]
+    # None: inside a ramp whose ends are transcendental
+    return None if multiplier is None else [(multiplier, Fraction(1))]
+
+
+def _rational_llama3(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    band = _llama3_bands(rule, base, d)[j]
+    if band == "blend" and rule.factor != 1.0:
+        return None
+    return [(Fraction(rule.factor), Fraction(-1))] if band == "scale" else []
+
+
+#: Each exact form's factor of one pair, beside ``base ** (-2j / d)``.
+_RATIONAL_PAIRS: dict[str, Callable[[Any, float, int, float | None, int], _Pair]] = {
+    "linear": _rational_linear,
+    "ntk": _rational_ntk,
+    "dynamic_ntk": _rational_dynamic,
+    "yarn": _rational_yarn,
+    "llama3": _rational_llama3,
+    "longrope": _rational_longrope,
+    "proportional": _rational_proportional,
+}
 
 
 def _dynamic_ratio(rule: DynamicNTK, seq_len: float | None) -> Fraction:
@@ -388,18 +441,17 @@ def _llama3_bands(rule: Llama3, base: float, d: int) -> tuple[str, ...]:
 
 def attention_factor(ctx: Any, spec: RopeSpec, seq_len: float | None) -> Number:
     """The factor multiplied into cos and sin, as a real number of `ctx`."""
-    rule = spec.scaling
-    if type(rule) is YaRN and rule.attention_factor_value is None:
+    rule: Any = spec.scaling  # its exact form names its fields
+    form = exact_form(rule)
+    if form == "yarn" and rule.attention_factor_value is None:
         if rule.mscale and rule.mscale_all_dim:
             top = _yarn_mscale(ctx, rule.factor, rule.mscale)
             return top / _yarn_mscale(ctx, rule.factor, rule.mscale_all_dim)
         return _yarn_mscale(ctx, rule.factor, 1.0)
-    if type(rule) is LongRoPE and _longrope_formula(rule):
+    if form == "longrope" and _longrope_formula(rule):
         assert rule.factor is not None
         ratio = ctx.ln(ctx.mpf(rule.factor)) / ctx.ln(ctx.mpf(rule.original_max_position))
         return ctx.sqrt(1 + ratio)
-    if type(rule) in (Llama3, Proportional):
-        return ctx.mpf(1)
     return ctx.mpf(float_attention_factor(spec, seq_len))
 
 
@@ -410,12 +462,11 @@ def _longrope_formula(rule: LongRoPE) -> bool:
 
 def rational_attention_factor(spec: RopeSpec, seq_len: float | None) -> Fraction | None:
     """The attention factor as a fraction, or None where its formula has a logarithm."""
-    rule = spec.scaling
-    if type(rule) is YaRN and rule.attention_factor_value is None and rule.factor > 1.0:
-        return None
-    if type(rule) is YaRN and rule.attention_factor_value is None:
-        return Fraction(1)
-    if type(rule) is LongRoPE and _longrope_formula(rule):
+    rule: Any = spec.scaling  # its exact form names its fields
+    form = exact_form(rule)
+    if form == "yarn" and rule.attention_factor_value is None:
+        return None if rule.factor > 1.0 else Fraction(1)
+    if form == "longrope" and _longrope_formula(rule):
         assert rule.factor is not None
         ratio = _log_ratio(Fraction(rule.factor), rule.original_max_position)
         return None if ratio is None else _rational_sqrt(1 + ratio)

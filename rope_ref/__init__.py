@@ -8,8 +8,8 @@ The submodules `scaling`, `analysis`, `attention` and `testing` are imported on 
 use (``rr.scaling.YaRN``), so ``import rope_ref`` stays light.
 """
 
-import importlib
-import types
+import importlib as _importlib
+import types as _types
 
 from rope_ref._core.frequencies import attention_factor, inv_freq, pair_axes
 from rope_ref._core.matrix import rotation_matrix
@@ -57,20 +57,21 @@ __all__ = [
 _LAZY_SUBMODULES = ("analysis", "attention", "scaling", "testing")
 
 
-def _hf_converters() -> types.ModuleType:
+def _hf_converters() -> _types.ModuleType:
     """`rope_ref._config.hf`, imported on first use of `RopeSpec.from_hf` / ``to_hf``."""
-    return importlib.import_module("rope_ref._config.hf")
+    return _importlib.import_module("rope_ref._config.hf")
 
 
 _install_hf_converters(_hf_converters)
 
 
-def __getattr__(name: str) -> types.ModuleType:
+def __getattr__(name: str) -> _types.ModuleType:
     if name in _LAZY_SUBMODULES:
-        return importlib.import_module(f"rope_ref.{name}")
+        return _importlib.import_module(f"rope_ref.{name}")
     msg = f"module 'rope_ref' has no attribute {name!r}"
     raise AttributeError(msg)
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY_SUBMODULES])
+    """The public names: `__all__` and the submodules imported on first use."""
+    return sorted([*__all__, *_LAZY_SUBMODULES])

@@ -237,3 +237,28 @@ def test_interleaved_mrope_gives_the_rest_to_axis_zero():
     assert spec.section_order == "interleaved"
     with pytest.raises(ValueError, match=r"`mrope_section` must be pair counts"):
         rr.RopeSpec.from_hf({**config, "model_type": "qwen2_vl"})  # chunked: must sum
+
+
+def test_family_quirks_are_rows_of_the_family_table(monkeypatch):
+    from rope_ref._config.families import FAMILIES, Family
+
+    row = Family(
+        "a family of this test",
+        rope_type_renames=(("linear", "dynamic"),),
+        local_base_key="toy_local_base",
+        layer_labels=("global_layer", "local_layer"),
+        layer_pattern=("toy_pattern", 3),
+        alibi_flags=("toy_section.biases",),
+    )
+    monkeypatch.setitem(FAMILIES, "toy_family", row)
+    base = {"model_type": "toy_family", "head_dim": 8, "max_position_embeddings": 64}
+    params = {"rope_type": "linear", "factor": 2.0}
+    spec = rr.RopeSpec.from_hf({**base, "rope_parameters": params})
+    assert spec.scaling == rr.scaling.DynamicNTK(2.0, max_position=64)
+    layered = {**base, "num_hidden_layers": 6, "toy_local_base": 100.0, "toy_pattern": 3}
+    specs = rr.RopeSpec.from_hf_layers({**layered, "rope_parameters": params})
+    local = rr.RopeSpec(head_dim=8, base=100.0)
+    assert [s == local for s in specs] == [True, True, False, True, True, False]
+    assert rr.RopeSpec.from_hf({**base, "alibi": True}) == rr.RopeSpec(head_dim=8)
+    with pytest.raises(ValueError, match="alibi=true"):
+        rr.RopeSpec.from_hf({**base, "toy_section": {"biases": True}})

@@ -10,7 +10,10 @@ from __future__ import annotations
 import copy
 import math
 import re
+from dataclasses import dataclass
+from typing import ClassVar
 
+import numpy as np
 import pytest
 
 import rope_ref as rr
@@ -290,3 +293,92 @@ def test_top_level_rope_theta_is_read_when_the_parameters_have_none():
     config["rope_theta"] = 1  # not greater than 1: refused, not replaced by a default
     with pytest.raises(ValueError, match=re.escape("`rope_theta` must be a finite real number")):
         rr.RopeSpec.from_hf(config)
+
+
+# --- the rope_type table: a new type is its rule class plus one row ----------------------
+
+
+@dataclass(frozen=True)
+class _Halving:
+    """A toy rule, written as docs/variants/index.md ("Adding a rule") says: theta_j / s."""
+
+    divisor: float
+    length_dependent: ClassVar[bool] = False
+
+    def inv_freq(self, inv_freq, *, base, rotary_dim, seq_len):
+        return np.asarray(inv_freq, dtype=np.float64) / self.divisor
+
+    def attention_factor(self, *, seq_len):
+        return 1.0
+
+
+def _read_halving(inputs):
+    return _Halving(inputs.given("toy_divisor", inputs.params.real("toy_divisor", above=0.0)))
+
+
+def _write_halving(rule, spec):
+    return {"rope_type": "toy_halving", "toy_divisor": rule.divisor}
+
+
+@pytest.fixture
+def toy_row():
+    from rope_ref._config.hf_rules import HF_RULES, HfRule, register_rule
+
+    row = HfRule(
+        "toy_halving",
+        _Halving,
+        _read_halving,
+        _write_halving,
+        aliases=("toy_legacy",),
+        keys=("toy_divisor",),
+    )
+    register_rule(row)
+    try:
+        yield row
+    finally:
+        del HF_RULES["toy_halving"]
+
+
+def test_a_rule_registered_as_documented_round_trips_through_from_hf_and_to_hf(toy_row):
+    params = {"rope_type": "toy_halving", "rope_theta": 100.0, "toy_divisor": 3.0}
+    spec = rr.RopeSpec.from_hf({"head_dim": 8, "rope_parameters": params}, strict=True)
+    assert spec.scaling == _Halving(3.0)
+    expected = [100.0 ** (-2 * j / 8) / 3.0 for j in range(4)]
+    np.testing.assert_allclose(rr.inv_freq(spec), expected, rtol=4 * 2.0**-52)
+    written = spec.to_hf()
+    assert written["rope_parameters"] == params
+    assert rr.RopeSpec.from_hf(written, strict=True) == spec
+    legacy_params = {k: v for k, v in params.items() if k != "rope_type"}
+    legacy = {"head_dim": 8, "rope_scaling": {**legacy_params, "type": "toy_legacy"}}
+    assert rr.RopeSpec.from_hf(legacy, strict=True) == spec
+
+
+def test_a_registered_rule_reads_its_missing_key_as_an_error_naming_it(toy_row):
+    config = {"head_dim": 8, "rope_parameters": {"rope_type": "toy_halving"}}
+    with pytest.raises(ValueError, match="toy_divisor"):
+        rr.RopeSpec.from_hf(config)
+
+
+def test_a_type_cannot_be_registered_twice(toy_row):
+    from rope_ref._config.hf_rules import HfRule, register_rule
+
+    with pytest.raises(ValueError, match="'toy_legacy'"):
+        register_rule(HfRule("toy_other", None, _read_halving, aliases=("toy_legacy",)))
+
+
+def test_rows_that_take_the_original_length_write_it():
+    from rope_ref._config.hf_rules import HF_RULES
+
+    rules = {
+        "linear": rr.scaling.Linear(2.0),
+        "dynamic": rr.scaling.DynamicNTK(2.0, max_position=64),
+        "yarn": rr.scaling.YaRN(4.0, original_max_position=64),
+        "longrope": rr.scaling.LongRoPE([1.0] * 4, [2.0] * 4, 64, factor=4.0),
+        "llama3": rr.scaling.Llama3(8.0, 64),
+    }
+    for rope_type, rule in rules.items():
+        row = HF_RULES[rope_type]
+        written = rr.RopeSpec(head_dim=8, scaling=rule).to_hf()["rope_parameters"]
+        assert isinstance(written, dict)
+        assert written["rope_type"] == rope_type
+        assert ("original_max_position_embeddings" in written) == row.needs_original, rope_type

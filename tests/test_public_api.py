@@ -80,3 +80,9 @@ def test_scaling_is_lazy_and_its_public_names_have_examples():
         assert ">>>" in (getattr(scaling, name).__doc__ or ""), name
     for name in ("from_hf", "to_hf"):
         assert ">>>" in (getattr(rr.RopeSpec, name).__doc__ or ""), name
+
+
+def test_dir_shows_only_the_public_names():
+    submodules = {"analysis", "attention", "scaling", "testing"}
+    assert dir(rr) == sorted({*rr.__all__, *submodules})
+    assert not [name for name in dir(rr) if name.startswith("_") and name != "__version__"]

@@ -243,3 +243,62 @@ def test_rules_are_frozen_hashable_values_with_readable_reprs():
     rule = LongRoPE(short, short, 4096)
     short[0] = 9.0  # the rule keeps its own copy
     assert rule.short_factor == (1.0, 2.0)
+
+
+_EVERY_RULE = [
+    Linear(2.0),
+    NTKAware(3.0),
+    DynamicNTK(2.0, max_position=64),
+    YaRN(4.0, original_max_position=64),
+    Llama3(8.0, 64),
+    LongRoPE([1.0, 1.5, 2.0], [3.0, 4.0, 5.0], 64, factor=4.0),
+    Proportional(0.5, factor=2.0),
+]
+
+
+@pytest.mark.parametrize("rule", _EVERY_RULE, ids=lambda rule: type(rule).__name__)
+def test_each_rule_says_whether_its_tables_change_with_seq_len(rule):
+    from rope_ref.scaling._facts import is_length_dependent
+
+    spec = rr.RopeSpec(head_dim=6, scaling=rule)
+    short = (rr.inv_freq(spec, seq_len=8), rr.attention_factor(spec, seq_len=8))
+    long = (rr.inv_freq(spec, seq_len=10**6), rr.attention_factor(spec, seq_len=10**6))
+    changes = not (np.array_equal(short[0], long[0]) and short[1] == long[1])
+    assert is_length_dependent(rule) == changes
+
+
+def test_a_rule_that_says_nothing_is_taken_to_depend_on_seq_len():
+    from rope_ref.scaling._facts import exact_form, is_length_dependent
+
+    class Halving:
+        def inv_freq(self, inv_freq, *, base, rotary_dim, seq_len):
+            return inv_freq / 2
+
+        def attention_factor(self, *, seq_len):
+            return 1.0
+
+    assert is_length_dependent(Halving())
+    assert exact_form(Halving()) is None
+    assert not is_length_dependent(None)
+
+
+def test_a_subclass_is_evaluated_exactly_only_where_it_restates_its_formula():
+    from rope_ref.scaling._facts import exact_form
+
+    class Doubled(Linear):
+        def inv_freq(self, inv_freq, *, base, rotary_dim, seq_len):
+            return np.asarray(inv_freq, dtype=np.float64) * 2.0
+
+    class Restated(Linear):
+        exact_form = "linear"
+
+    assert exact_form(Linear(2.0)) == "linear"
+    assert exact_form(Doubled(2.0)) is None
+    assert exact_form(Restated(2.0)) == "linear"
+    spec = rr.RopeSpec(head_dim=4, scaling=Doubled(2.0))
+    x = np.ones((1, 1, 3, 4))
+    got = rr.apply_rope(x, spec, backend="exact")
+    # Doubled's own frequencies [2, 0.02], not Linear's formula [0.5, 0.005]
+    angles = np.arange(3)[:, None] * np.array([2.0, 0.02])
+    want = np.concatenate([np.cos(angles) - np.sin(angles), np.sin(angles) + np.cos(angles)], -1)
+    np.testing.assert_allclose(got[0, 0], want, rtol=4 * EPS, atol=4 * EPS)

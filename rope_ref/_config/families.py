@@ -60,6 +60,14 @@ class Family:
     rope_type_labels: tuple[str, ...] = ()
     #: Legacy key of the sliding-window layers' base (their RoPE has no scaling).
     local_base_key: str | None = None
+    #: With `local_base_key`: the layer types a raw config's one set of parameters is split
+    #: into, (the layers that take the parameters, the local layers at that base).
+    layer_labels: tuple[str, str] | None = None
+    #: With `layer_labels`: the key of the layer pattern and its default, from which HF
+    #: builds ``layer_types`` when absent (every n-th layer takes the first label).
+    layer_pattern: tuple[str, int] | None = None
+    #: HF rope types the family's configs name for another: (written, meant).
+    rope_type_renames: tuple[tuple[str, str], ...] = ()
     #: Default ``mrope_section`` of the family's text rotary module, and its order.
     sections: tuple[int, ...] | None = None
     section_order: SectionOrder = "chunked"
@@ -72,11 +80,17 @@ class Family:
     no_rope_flag: str | None = None
     #: Why `RopeSpec` cannot state this family's rotation (from_hf refuses, saying so).
     refused: str | None = None
+    #: Flags (``section.key`` for a nested one) that, when true, mean ALiBi biases and no
+    #: RoPE, in any family: ``alibi`` and MPT's ``attn_config.alibi``.
+    alibi_flags: tuple[str, ...] = ("alibi", "attn_config.alibi")
 
 
 DEFAULT = Family("transformers/models/llama/modeling_llama.py: rotate_half")
 
 _EVERY_TWO: Layout = "interleaved"
+#: Gemma 3 (``Gemma3TextConfig``): ``full_attention`` takes the parameters (scaling
+#: included), ``sliding_attention`` plain RoPE at ``rope_local_base_freq``.
+_GEMMA3_LABELS = ("full_attention", "sliding_attention")
 _GLM = "transformers/models/glm/modeling_glm.py: rotate_half (x[..., 0::2], x[..., 1::2])"
 _COHERE = "transformers/models/cohere/modeling_cohere.py: rotate_half (x[..., ::2], x[..., 1::2])"
 _COMPLEX = "apply_rotary_emb: torch.view_as_complex(x.reshape(..., -1, 2)) * freqs_cis"
@@ -252,14 +266,20 @@ FAMILIES: dict[str, Family] = {
         "transformers/models/gemma3/configuration_gemma3.py: rope_local_base_freq -> "
         "sliding_attention rope_theta; rope_scaling -> full_attention",
         local_base_key="rope_local_base_freq",
+        layer_labels=_GEMMA3_LABELS,
+        layer_pattern=("sliding_window_pattern", 6),
     ),
     "gemma3": Family(
         "transformers/models/gemma3/configuration_gemma3.py: rope_local_base_freq",
         local_base_key="rope_local_base_freq",
+        layer_labels=_GEMMA3_LABELS,
+        layer_pattern=("sliding_window_pattern", 6),
     ),
     "t5gemma2": Family(
         "transformers/models/t5gemma2/configuration_t5gemma2.py: rope_local_base_freq",
         local_base_key="rope_local_base_freq",
+        layer_labels=_GEMMA3_LABELS,
+        layer_pattern=("sliding_window_pattern", 6),
     ),
     "smollm3": Family(
         "transformers/models/smollm3/configuration_smollm3.py: no_rope_layers (0: no RoPE)",
@@ -308,6 +328,11 @@ FAMILIES: dict[str, Family] = {
         layout=_EVERY_TWO,
         sections=(12, 10, 10),
         section_order="interleaved",
+    ),
+    "phi3": Family(
+        "transformers/models/phi3/configuration_phi3.py: Phi3Config.__post_init__ "
+        "(rope_type 'yarn' -> 'longrope')",
+        rope_type_renames=(("yarn", "longrope"),),
     ),
     # No RoPE, or none that a RopeSpec states.
     "mpt": Family(

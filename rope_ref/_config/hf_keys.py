@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping
 
 from rope_ref._config.hf_reader import ConfigReader
+from rope_ref._config.hf_rules import rule_keys
 
 __all__ = ["CONFIG_KEYS", "PARAMETER_KEYS", "check_known_keys"]
 
@@ -67,22 +68,23 @@ def check_known_keys(cfg: ConfigReader, *, strict: bool) -> None:
         if key not in CONFIG_KEYS and any(word in key.lower() for word in _ROPE_WORDS)
     ]
     labels = set(cfg.strings("_rope_type_labels") or ()) | set(cfg.strings("layer_types") or ())
+    parameter_keys = PARAMETER_KEYS | rule_keys()
     for name in ("rope_parameters", "rope_scaling"):
         params = cfg.section(name)
         if params is None:
             continue
         for key in _keys_of(params):
             value = params.raw(key)
-            if key in labels or (key not in PARAMETER_KEYS and isinstance(value, Mapping)):
+            if key in labels or (key not in parameter_keys and isinstance(value, Mapping)):
                 nested = params.section(key) if isinstance(value, Mapping) else None
                 if nested is not None:  # one layer type's parameters
                     problems += [
-                        _message(nested.where, k, PARAMETER_KEYS)
+                        _message(nested.where, k, parameter_keys)
                         for k in _keys_of(nested)
-                        if k not in PARAMETER_KEYS
+                        if k not in parameter_keys
                     ]
-            elif key not in PARAMETER_KEYS:
-                problems.append(_message(params.where, key, PARAMETER_KEYS | labels))
+            elif key not in parameter_keys:
+                problems.append(_message(params.where, key, parameter_keys | labels))
     for problem in problems:
         if strict:
             raise ValueError(problem)

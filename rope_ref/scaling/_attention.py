@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,6 +48,9 @@ class AttentionScale:
     ...
     ValueError: `factor` must be positive; got -1.0.
     """
+
+    #: Taken to depend on seq_len (what it wraps may): its tables are built per length.
+    length_dependent: ClassVar[bool] = True
 
     factor: float
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,6 +54,9 @@ class Chain:
     ...
     ValueError: `rules` must hold at least two scaling rules; got 1.
     """
+
+    #: Taken to depend on seq_len (what it wraps may): its tables are built per length.
+    length_dependent: ClassVar[bool] = True
 
     rules: tuple[Any, ...]
 

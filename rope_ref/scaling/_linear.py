@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +51,11 @@ class Linear:
     ...
     ValueError: `factor` must be positive; got 0.0.
     """
+
+    #: Its frequencies and attention factor do not depend on seq_len.
+    length_dependent: ClassVar[bool] = False
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "linear"
 
     factor: float
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,6 +74,11 @@ class Llama3:
     ...
     ValueError: `low_freq_factor` must be at most high_freq_factor (2.0); got 4.0.
     """
+
+    #: Its frequencies and attention factor do not depend on seq_len.
+    length_dependent: ClassVar[bool] = False
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "llama3"
 
     factor: float
     original_max_position: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,6 +77,11 @@ class LongRoPE:
     >>> round(rr.attention_factor(spec), 6)
     1.190238
     """
+
+    #: Its frequencies or attention factor change with seq_len: tables are built per length.
+    length_dependent: ClassVar[bool] = True
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "longrope"
 
     short_factor: tuple[float, ...]
     long_factor: tuple[float, ...]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,6 +61,11 @@ class NTKAware:
     >>> ratio.round(12).tolist()
     [1.0, 0.5, 0.25]
     """
+
+    #: Its frequencies and attention factor do not depend on seq_len.
+    length_dependent: ClassVar[bool] = False
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "ntk"
 
     factor: float
 
@@ -126,6 +132,11 @@ class DynamicNTK:
     >>> bool((rr.inv_freq(spec, seq_len=4096)[1:] < rr.inv_freq(spec, seq_len=2048)[1:]).all())
     True
     """
+
+    #: Its frequencies or attention factor change with seq_len: tables are built per length.
+    length_dependent: ClassVar[bool] = True
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "dynamic_ntk"
 
     factor: float
     max_position: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +54,11 @@ class Proportional:
     >>> rr.inv_freq(spec).tolist()
     [1.0, 0.1, 0.0, 0.0]
     """
+
+    #: Its frequencies and attention factor do not depend on seq_len.
+    length_dependent: ClassVar[bool] = False
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "proportional"
 
     partial_rotary_factor: float
     factor: float = 1.0

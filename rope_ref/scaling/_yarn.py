@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -120,6 +121,11 @@ class YaRN:
     >>> float(theta[0] / plain[0]), float(theta[-1] / plain[-1])
     (1.0, 0.25)
     """
+
+    #: Its frequencies and attention factor do not depend on seq_len.
+    length_dependent: ClassVar[bool] = False
+    #: The formula `backend="exact"` evaluates for this class (not its subclasses).
+    exact_form: ClassVar[str] = "yarn"
 
     factor: float
     original_max_position: int
