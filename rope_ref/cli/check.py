@@ -160,6 +160,9 @@ def _run(args: argparse.Namespace) -> int:
     outcome = _run_with_progress(args.target, cfg)
     if outcome.kind == "usage":
         return _usage_error(args, outcome.message)
+    if outcome.kind == "interrupted":  # Ctrl-C: no verdict, the shell's status for SIGINT
+        print(f"rope-ref check: {outcome.message}", file=sys.stderr)
+        return 130
     status = 1 if outcome.report is None else outcome.report.exit_status
     if args.json:
         print(outcome_json(args.target, outcome, status))

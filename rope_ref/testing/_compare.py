@@ -33,7 +33,16 @@ from rope_ref.testing._tolerance import (
     host64,
 )
 
-__all__ = ["Comparison", "Setup", "check_actual", "check_tolerances", "compare", "setup"]
+__all__ = [
+    "Comparison",
+    "HostResult",
+    "Setup",
+    "check_actual",
+    "check_tolerances",
+    "compare",
+    "setup",
+    "true_dtype",
+]
 
 F64 = NDArray[np.float64]
 
@@ -138,6 +147,42 @@ class Comparison:
         return tuple(int(i) for i in np.unravel_index(np.argmax(self.ratio), self.error.shape))
 
 
+@dataclass(frozen=True)
+class HostResult:
+    """A result already on the host: its float64 values and the name of its stored dtype.
+
+    What `rope-ref check` decodes from its child process; `compare` takes it as it
+    takes an array.
+    """
+
+    values: F64
+    dtype: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the values."""
+        return tuple(self.values.shape)
+
+
+#: Array libraries whose own ``dtype`` attribute is believed over a subclass's.
+_ARRAY_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "mlx", "cupy", "dask", "array_api_strict")
+
+
+def true_dtype(a: object) -> object:
+    """The dtype of `a` as its array library stores it, past any subclass's override.
+
+    An ``ndarray`` subclass whose ``dtype`` property says float32 while it stores float64
+    reports float64 here: the attribute is read from the first class of the array library
+    itself in the type's method resolution order.
+    """
+    for cls in type(a).__mro__:
+        if cls.__module__.split(".")[0] in _ARRAY_LIBRARIES and "dtype" in vars(cls):
+            attribute = vars(cls)["dtype"]
+            getter = getattr(type(attribute), "__get__", None)
+            return attribute if getter is None else getter(attribute, a, type(a))
+    return getattr(a, "dtype", None)
+
+
 def setup(
     x: Any,
     spec: RopeSpec,
@@ -189,10 +234,13 @@ def setup(
 
 def check_array(name: str, a: object) -> str:
     """Return the dtype name of the floating array `a`, or raise naming `name`."""
-    if not is_array(a) and not isinstance(a, np.ndarray):
+    if isinstance(a, HostResult):
+        dtype: object = a.dtype
+    elif not is_array(a) and not isinstance(a, np.ndarray):
         msg = f"`{name}` must be an array; got {type(a).__name__}."
         raise TypeError(msg)
-    dtype = getattr(a, "dtype", None)
+    else:
+        dtype = true_dtype(a)
     try:
         return dtype_name(dtype)
     except ValueError:
@@ -288,7 +336,7 @@ def compare(
     if position_dtype is not None:
         position_eps = EPS[_check_dtype(position_dtype, "position_dtype")]
     actual_name = check_actual(actual)
-    a64 = host64(actual)
+    a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
     if a64.shape != s.x.shape:
         msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
         raise ValueError(msg)
