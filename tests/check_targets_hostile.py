@@ -24,8 +24,8 @@ def patches_the_oracle(x, positions):
     def identity(x, *args, **kwargs):
         return x
 
-    compare.apply_rope = identity
-    api.apply_rope = identity
+    vars(compare)["apply_rope"] = identity
+    vars(api)["apply_rope"] = identity
     return x.copy()
 
 
@@ -118,7 +118,12 @@ def starts_a_new_session(x, positions):
         "os._exit(0)"
     )
     orphan = subprocess.Popen([sys.executable, "-c", double], stdout=subprocess.PIPE)
-    pids = [p.stdout.readline().decode().strip() for p in (env_free, detached, orphan)]
+    pids = [_first_line(p) for p in (env_free, detached, orphan)]
     with open(os.environ["ROPE_REF_TEST_PIDFILE"], "a") as out:
         out.write("".join(f"{pid}\n" for pid in pids))
     return _rope(x, positions)
+
+
+def _first_line(process: subprocess.Popen[bytes]) -> str:
+    assert process.stdout is not None
+    return process.stdout.readline().decode().strip()
