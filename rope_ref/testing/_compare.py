@@ -141,12 +141,29 @@ class Setup:
         return self._max_angles(spec)
 
     @functools.cached_property
-    def _own_max_angles(self) -> F64:
-        return self._max_angles(self.spec)
+    def angles(self) -> F64:
+        """The angle of every pair at every position, computed once, on first use.
 
-    def _max_angles(self, spec: RopeSpec) -> F64:
+        Shape: ``compact_grid``'s rows plus ``(n_pairs,)`` (read-only; read a row of x's
+        with `angles_at`).
+        """
+        angles = np.array(rope_angles(self.spec, self.compact_grid, self.seq_len), np.float64)
+        angles.setflags(write=False)
+        return angles
+
+    def angles_at(self, row: tuple[int, ...]) -> F64:
+        """The angles of the pairs of the row `row` (an index into ``x.shape[:-1]``)."""
+        lead = self.angles.shape[: len(row)]
+        return self.angles[tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))]
+
+    @functools.cached_property
+    def _own_max_angles(self) -> F64:
+        return self._max_angles(self.spec, self.angles)
+
+    def _max_angles(self, spec: RopeSpec, angles: F64 | None = None) -> F64:
         lead = self.x.shape[:-1]
-        angles = np.asarray(rope_angles(spec, self.compact_grid, self.seq_len))
+        if angles is None:
+            angles = np.asarray(rope_angles(spec, self.compact_grid, self.seq_len))
         if angles.shape[-1] == 0:
             return np.broadcast_to(np.zeros(()), lead)
         largest = np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
@@ -170,6 +187,13 @@ class Comparison:
     unchecked: NDArray[np.bool_] | None = None
     #: Epsilon of the dtype the implementation rounds its positions to (`position_dtype`).
     position_eps: float | None = None
+    #: The dtype the result is judged at (`dtype`, default the dtype of `x`); "" reads as x's.
+    precision: str = ""
+
+    @property
+    def judged_dtype(self) -> str:
+        """The name of the dtype the result is judged at (and its ulps counted in)."""
+        return self.precision or self.setup.dtype
 
     @property
     def checkable(self) -> bool:
@@ -447,6 +471,7 @@ def compare(
         dtype_mismatch=mismatch,
         unchecked=unchecked,
         position_eps=position_eps,
+        precision=precision,
     )
 
 
