@@ -256,12 +256,29 @@ def _describe_spec(spec: Any) -> str:
     return text
 
 
+#: The shape of x in each axis order (`--axes`).
+_X_SHAPES = {
+    "bhsd": "(batch, heads, seq, head_dim)",
+    "bshd": "(batch, seq, heads, head_dim)",
+    "sbhd": "(seq, batch, heads, head_dim)",
+}
+
+
+def _convention_line(calling: Any) -> str:
+    """The convention's description, with x's shape in the axis order actually used."""
+    from rope_ref.cli.check_options import default_axes
+
+    text = _CONVENTION_HELP[calling.convention]
+    default = _X_SHAPES[default_axes(calling.convention)]
+    return text.replace(default, _X_SHAPES[calling.axes], 1)
+
+
 def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
     calling = cfg.calling
     strict = " (strict)" if cfg.angle_dtype == "float64" else ""
     lines = [
         f"rope-ref check {args.target}",
-        f"  convention: {calling.convention}: {_CONVENTION_HELP[calling.convention]}",
+        f"  convention: {calling.convention}: {_convention_line(calling)}",
         f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
         f"{calling.positions}{', in place' if calling.in_place else ''}",
         f"  spec: {_describe_spec(cfg.spec)}",

@@ -25,7 +25,7 @@ from rope_ref.testing._check_cases import (
     probe_positions,
     single_case,
 )
-from rope_ref.testing._compare import Comparison, compare
+from rope_ref.testing._compare import Comparison
 from rope_ref.testing._conventions import (
     Calling,
     Case,
@@ -168,13 +168,7 @@ def evaluate(call: Caller, cfg: CheckConfig, spec: RopeSpec, case: Case) -> Eval
             )
             return evaluation
         try:
-            c = compare(
-                out.actual,
-                s,
-                angle_dtype=cfg.model_angle_dtype,
-                position_dtype=cfg.position_dtype,
-                dtype=cfg.result_dtype,
-            )
+            c = cfg.judging.compare(out.actual, s)
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation
@@ -423,11 +417,24 @@ def _search_and_report(call: Caller, cfg: CheckConfig) -> Report:
     elif ev.ulps_failure is not None:  # within the tolerance, over the bound in ulps
         report.worst = ev.ulps_failure
     else:
+        _angles_of_counterexample(report, ev)
         try:
             report.diagnosis, report.worst = explain(call, cfg, spec, found)
         except Exception as err:  # the probes call the checked code again
             report.details.append(f"no diagnosis: {describe_exception(err)}")
     return report
+
+
+def _angles_of_counterexample(report: Report, ev: Evaluation) -> None:
+    """The precision class and angle error of a mismatch: those of the counterexample.
+
+    They are read from the first result that fails, the one whose assertion the
+    reproducer raises, so the summary and the replayed failure say the same numbers.
+    """
+    failing = next((c for _, c in ev.comparisons if not c.ok), None)
+    if failing is not None:
+        report.precision = precision_class(failing)
+        report.max_angle_error = max_angle_error(failing)
 
 
 def check_probe_ulps(call: Caller, cfg: CheckConfig, spec: RopeSpec, report: Report) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
+from rope_ref.testing._args import CheckArgs
 from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case
 
 __all__ = ["CheckConfig", "drawn_cases", "probe_case", "probe_positions", "single_case"]
@@ -35,6 +37,15 @@ class CheckConfig:
     def convention(self) -> str:
         """The calling convention's name."""
         return self.calling.convention
+
+    @functools.cached_property
+    def judging(self) -> CheckArgs:
+        """The checker's keywords every result is compared under (built and checked once)."""
+        return CheckArgs(
+            angle_dtype=self.model_angle_dtype,
+            dtype=self.result_dtype,
+            position_dtype=self.position_dtype,
+        )
 
     @property
     def model_angle_dtype(self) -> str | None:

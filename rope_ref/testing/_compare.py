@@ -39,8 +39,10 @@ __all__ = [
     "HostResult",
     "Setup",
     "check_actual",
+    "check_dtype",
     "check_tolerances",
     "compare",
+    "compare_checked",
     "setup",
     "true_dtype",
 ]
@@ -425,10 +427,32 @@ def compare(
     grid to that dtype (see `position_tolerance`).
     """
     rtol, atol = check_tolerances(rtol, atol)
-    precision = s.dtype if dtype is None else _check_dtype(dtype)
-    position_eps = None
-    if position_dtype is not None:
-        position_eps = EPS[_check_dtype(position_dtype, "position_dtype")]
+    return compare_checked(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=None if dtype is None else check_dtype(dtype),
+        position_dtype=None
+        if position_dtype is None
+        else check_dtype(position_dtype, "position_dtype"),
+    )
+
+
+def compare_checked(
+    actual: Any,
+    s: Setup,
+    *,
+    rtol: float | None,
+    atol: float | None,
+    angle_dtype: object,
+    dtype: str | None,
+    position_dtype: str | None,
+) -> Comparison:
+    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names)."""
+    precision = s.dtype if dtype is None else dtype
+    position_eps = None if position_dtype is None else EPS[position_dtype]
     actual_name = check_actual(actual)
     a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
     if a64.shape != s.x.shape:
@@ -489,7 +513,7 @@ def _error(actual: F64, expected: F64) -> F64:
     return error
 
 
-def _check_dtype(dtype: object, name: str = "dtype") -> str:
+def check_dtype(dtype: object, name: str = "dtype") -> str:
     try:
         return dtype_name(dtype)
     except ValueError:

@@ -18,7 +18,8 @@ import numpy as np
 
 from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import Comparison, compare, setup, tolerance
+from rope_ref.testing._args import CheckArgs
+from rope_ref.testing._compare import Comparison, tolerance
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._explain import pair_angles, wrap
@@ -205,23 +206,17 @@ def rope_report(
     >>> strict.ok, strict.diagnosis.cause
     (False, 'precision')
     """
-    s = setup(
-        x,
-        spec,
-        positions,
+    args = CheckArgs(
+        positions=positions,
         offset=offset,
         seq_axis=seq_axis,
         inverse=inverse,
-        seq_len=seq_len,
-        role=role,
-    )
-    c = compare(
-        actual,
-        s,
         rtol=rtol,
         atol=atol,
+        seq_len=seq_len,
+        role=role,
         angle_dtype=angle_dtype,
         dtype=dtype,
         position_dtype=position_dtype,
     )
-    return report_of(c)
+    return report_of(args.comparison(actual, x, spec))
