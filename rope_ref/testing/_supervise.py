@@ -279,6 +279,7 @@ class _Link:
 
     def close(self, token: str) -> None:
         """End the child, its process group and every process of the check; close the pipes."""
+        self.seen |= _reap.descendants(self.child.pid)  # while the child lives: its tree whole
         with contextlib.suppress(OSError):
             os.close(self.fd)
         if self.child.stdin is not None:
