@@ -100,11 +100,10 @@ def _property_test() -> dict[str, Any]:
 
 
 def _check_command() -> dict[str, Any]:
+    import rope_ref as rr
     from rope_ref.testing._check_cases import CheckConfig
     from rope_ref.testing._conventions import Calling
     from rope_ref.testing._supervise import run_supervised
-
-    import rope_ref as rr
 
     cfg = CheckConfig(
         calling=Calling(convention="plain", dtype="float32", timeout=60.0),
