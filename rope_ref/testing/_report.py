@@ -63,12 +63,16 @@ class RopeReport:
     ok: bool
     max_error: float
     max_ratio: float
-    worst_index: tuple[int, ...]
     model: str
     comparison: Comparison = field(repr=False, compare=False)
     diagnosis: Diagnosis | None = None
 
     # What only some readers ask for is computed from the comparison when first asked.
+
+    @functools.cached_property
+    def worst_index(self) -> tuple[int, ...]:
+        """Index of the element with the largest share of its tolerance."""
+        return self.comparison.worst
 
     @functools.cached_property
     def worst(self) -> str:
@@ -148,9 +152,8 @@ def report_of(c: Comparison) -> RopeReport:
     """The report of a comparison (diagnosed when it fails)."""
     return RopeReport(
         ok=c.ok,
-        max_error=float(np.max(c.error, initial=0.0)),
-        max_ratio=float(np.max(c.ratio, initial=0.0)),
-        worst_index=c.worst,
+        max_error=c.max_error,
+        max_ratio=c.max_ratio,
         model=_model_text(c),
         comparison=c,
         diagnosis=None if c.ok else diagnose(c),
