@@ -47,7 +47,7 @@ class CheckArgs:
     >>> CheckArgs(rtol=-1.0)
     Traceback (most recent call last):
     ...
-    ValueError: `rtol` must be >= 0; got -1.0.
+    ValueError: `rtol` must be non-negative; got -1.0.
     """
 
     positions: Any = None
