@@ -199,7 +199,7 @@ def default_axes(convention: str) -> str:
 
 def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
     """How the target is called: its convention, array kind, axis order and positions."""
-    from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling
+    from rope_ref.cli.check.conventions import TORCH_CONVENTIONS, Calling
 
     convention = args.convention
     array = "torch" if convention in TORCH_CONVENTIONS else args.array

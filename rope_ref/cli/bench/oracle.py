@@ -101,9 +101,9 @@ def _property_test() -> dict[str, Any]:
 
 def _check_command() -> dict[str, Any]:
     import rope_ref as rr
-    from rope_ref.testing._check_cases import CheckConfig
-    from rope_ref.testing._conventions import Calling
-    from rope_ref.testing._supervise import run_supervised
+    from rope_ref.cli.check.cases import CheckConfig
+    from rope_ref.cli.check.conventions import Calling
+    from rope_ref.cli.check.supervise import run_supervised
 
     cfg = CheckConfig(
         calling=Calling(convention="plain", dtype="float32", timeout=60.0),

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
+from rope_ref.cli.check.conventions import TORCH_CONVENTIONS, Calling, Case
 from rope_ref.testing._args import CheckArgs
-from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case
 
 __all__ = ["CheckConfig", "drawn_cases", "probe_case", "probe_positions", "single_case"]
 
@@ -90,6 +90,7 @@ def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
 
 
 def single_case(cfg: CheckConfig, position: int) -> Case:
+    """A case of one token at `position` (one batch row, one head)."""
     p = shape_positions(cfg, np.array([position], dtype=np.int64), 1)
     return Case(batch=1, heads=1, seq=1, positions=p, seed=1)
 

@@ -40,8 +40,8 @@ import numpy as np
 
 from rope_ref._core.frequencies import rope_angles, rope_cos_sin
 from rope_ref._core.spec import RopeSpec
+from rope_ref.cli.check.timeout import TargetTimeoutError, call_with_timeout
 from rope_ref.testing._compare import Setup, setup
-from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
 
 __all__ = [
     "CONVENTIONS",

@@ -1,13 +1,13 @@
 """The child process of `rope-ref check`: it imports the target and calls it, nothing more.
 
-Started by `rope_ref.testing._supervise.run_supervised` as ``python -m
-rope_ref.testing._child FD``. It reads from stdin, each as a length-prefixed pickle written
+Started by `rope_ref.cli.check.supervise.run_supervised` as ``python -m
+rope_ref.cli.check.child FD``. It reads from stdin, each as a length-prefixed pickle written
 by the checker, a `Job` (the target and how to call it) and then one request a call (a case
 and a spec). It writes one JSON object a line on the file descriptor FD: ``import`` and
 ``imported`` (with the target's keywords) around the import, or ``usage`` or
 ``import_failed``; then for each request ``call`` and ``return`` around the call of the
 target, ``reading`` and ``read`` around reading its results, and one answer: ``result``
-(the results as data, see `rope_ref.testing._wire`), ``raised``, ``output_error`` or
+(the results as data, see `rope_ref.cli.check.wire`), ``raised``, ``output_error`` or
 ``timeout``. It computes no oracle and no verdict: the checker does, from its own copy of
 the inputs, so nothing the target does in this process can decide its verdict.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._conventions import Calling, Case
+from rope_ref.cli.check.conventions import Calling, Case
 
 __all__ = ["Job", "main", "read_message", "write_message"]
 
@@ -75,16 +75,16 @@ def main(argv: list[str]) -> None:
     try:
         _serve(read_message(requests), requests, channel)
     except BaseException as err:  # our own failure: reported, never a traceback
-        from rope_ref.testing._target import describe_exception
+        from rope_ref.cli.check.target import describe_exception
 
         channel.send("crash", message=_safely(describe_exception, err))
     os._exit(0)  # at once: no atexit handler or thread of the target runs after the end
 
 
 def _serve(job: Job, requests: IO[bytes], channel: _Channel) -> None:
-    from rope_ref.testing._conventions import TargetError, _n_positional, spec_keywords
-    from rope_ref.testing._target import UsageError, describe_exception, load_target
-    from rope_ref.testing._timeout import set_call_monitor
+    from rope_ref.cli.check.conventions import TargetError, _n_positional, spec_keywords
+    from rope_ref.cli.check.target import UsageError, describe_exception, load_target
+    from rope_ref.cli.check.timeout import set_call_monitor
 
     channel.send("import")
     try:
@@ -108,10 +108,10 @@ def _answer(
 ) -> tuple[str, dict[str, Any]]:
     import warnings
 
-    from rope_ref.testing._conventions import OutputError, TargetError, call_target
-    from rope_ref.testing._target import describe_exception
-    from rope_ref.testing._timeout import TargetTimeoutError
-    from rope_ref.testing._wire import encode_results
+    from rope_ref.cli.check.conventions import OutputError, TargetError, call_target
+    from rope_ref.cli.check.target import describe_exception
+    from rope_ref.cli.check.timeout import TargetTimeoutError
+    from rope_ref.cli.check.wire import encode_results
 
     try:
         with warnings.catch_warnings():

@@ -1,13 +1,13 @@
 """Run a `rope-ref check` with its target in a child process that the checker controls.
 
-The target is imported and called only in the child (`rope_ref.testing._child`), which
-returns each call's results as data (`rope_ref.testing._wire`). Everything that decides the
+The target is imported and called only in the child (`rope_ref.cli.check.child`), which
+returns each call's results as data (`rope_ref.cli.check.wire`). Everything that decides the
 verdict runs here, in the parent: the search, the oracle (from the parent's own copy of the
 spec and of the inputs, rebuilt from each case's seed), the comparison and the diagnosis.
 A reply that is not well-formed data ends the check with "no verdict".
 
 The parent kills the child's process group, and every process that carries the check's
-token or was seen under the child (`rope_ref.testing._reap`), when an import or a call of
+token or was seen under the child (`rope_ref.cli.check.reap`), when an import or a call of
 the target outlives `hard_limit` seconds and when the check ends; a target that sleeps
 past the timer, swallows its exception, ignores the signal or starts a process in a new
 session cannot run on. Ctrl-C stops the child and ends the check with no verdict.
@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing import _reap
-from rope_ref.testing._check import Report, check
-from rope_ref.testing._check_cases import CheckConfig
-from rope_ref.testing._child import Job, write_message
-from rope_ref.testing._conventions import (
+from rope_ref.cli.check import reap as _reap
+from rope_ref.cli.check.cases import CheckConfig
+from rope_ref.cli.check.child import Job, write_message
+from rope_ref.cli.check.conventions import (
     SPEC_FIELDS,
     Case,
     OutputError,
@@ -43,7 +42,8 @@ from rope_ref.testing._conventions import (
     TargetError,
     TargetTimeoutError,
 )
-from rope_ref.testing._wire import MAX_REPLY_BYTES, ReplyError, decode_results, labels_of
+from rope_ref.cli.check.engine import Report, check
+from rope_ref.cli.check.wire import MAX_REPLY_BYTES, ReplyError, decode_results, labels_of
 
 __all__ = ["Outcome", "hard_limit", "run_supervised"]
 
@@ -94,7 +94,7 @@ def run_supervised(
     with tempfile.TemporaryFile() as log:
         try:
             child = subprocess.Popen(
-                [sys.executable, "-m", "rope_ref.testing._child", str(write_fd)],
+                [sys.executable, "-m", "rope_ref.cli.check.child", str(write_fd)],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
@@ -148,7 +148,7 @@ def _supervise(
 def _reproducer(
     target: str, cfg: CheckConfig, report: Report, keywords: object, two_inputs: bool
 ) -> list[str]:
-    from rope_ref.testing._reproducer import reproducer
+    from rope_ref.cli.check.reproducer import reproducer
 
     assert report.counterexample is not None
     names = ("spec", *SPEC_FIELDS)

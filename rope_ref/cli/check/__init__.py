@@ -194,8 +194,8 @@ def _run_with_progress(target: str, cfg: Any) -> Any:
     The bar on stderr counts the calls of the target against the examples asked for;
     shrinking and the layout probe add calls past them.
     """
+    from rope_ref.cli.check.supervise import run_supervised
     from rope_ref.cli.progress import Progress
-    from rope_ref.testing._supervise import run_supervised
 
     calls = 0
     with Progress("rope-ref check", total=cfg.examples) as bar:
@@ -209,14 +209,14 @@ def _run_with_progress(target: str, cfg: Any) -> Any:
 
 
 def _setup(args: argparse.Namespace) -> Any:
+    from rope_ref.cli.check.engine import CheckConfig, UsageError
+    from rope_ref.cli.check.target import parse_target
     from rope_ref.cli.check_options import (
         OptionError,
         calling_from_args,
         check_options,
         spec_from_args,
     )
-    from rope_ref.testing._check import CheckConfig, UsageError
-    from rope_ref.testing._target import parse_target
 
     check_options(args)
     spec = spec_from_args(args)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref.cli.check.conventions import Returned
 from rope_ref.testing._compare import HostResult, check_actual, true_dtype
-from rope_ref.testing._conventions import Returned
 from rope_ref.testing._tolerance import host64
 
 __all__ = ["MAX_REPLY_BYTES", "ReplyError", "decode_results", "encode_results", "labels_of"]

@@ -18,15 +18,14 @@ from typing import Any
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._check_cases import (
+from rope_ref.cli.check.cases import (
     CheckConfig,
     drawn_cases,
     probe_case,
     probe_positions,
     single_case,
 )
-from rope_ref.testing._compare import Comparison
-from rope_ref.testing._conventions import (
+from rope_ref.cli.check.conventions import (
     Calling,
     Case,
     OutputError,
@@ -36,10 +35,11 @@ from rope_ref.testing._conventions import (
     call_target,
     oracle_setup,
 )
+from rope_ref.cli.check.target import UsageError, describe_exception, load_target
+from rope_ref.testing._compare import Comparison
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnose import Diagnosis, diagnose
 from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
-from rope_ref.testing._target import UsageError, describe_exception, load_target
 from rope_ref.testing._tolerance import max_checkable_position
 
 __all__ = [
