@@ -107,7 +107,7 @@ class _SaysFloat32(np.ndarray):
     """A float64 array whose ``dtype`` says float32."""
 
     @property
-    def dtype(self):  # type: ignore[override]
+    def dtype(self):
         return np.dtype(np.float32)
 
 

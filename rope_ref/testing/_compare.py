@@ -157,7 +157,8 @@ class Setup:
     def angles_at(self, row: tuple[int, ...]) -> F64:
         """The angles of the pairs of the row `row` (an index into ``x.shape[:-1]``)."""
         lead = self.angles.shape[: len(row)]
-        return self.angles[tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))]
+        at = tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))
+        return np.asarray(self.angles[at], dtype=np.float64)
 
     @functools.cached_property
     def _own_max_angles(self) -> F64:

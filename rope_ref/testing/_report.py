@@ -64,37 +64,43 @@ class RopeReport:
     max_error: float
     max_ratio: float
     model: str
-    comparison: Comparison = field(repr=False, compare=False)
     diagnosis: Diagnosis | None = None
+    comparison: Comparison | None = field(default=None, repr=False, compare=False)
+
+    def _compared(self, what: str) -> Comparison:
+        if self.comparison is None:
+            msg = f"`{what}` needs the comparison the report was made from; got None."
+            raise ValueError(msg)
+        return self.comparison
 
     # What only some readers ask for is computed from the comparison when first asked.
 
     @functools.cached_property
     def worst_index(self) -> tuple[int, ...]:
         """Index of the element with the largest share of its tolerance."""
-        return self.comparison.worst
+        return self._compared("worst_index").worst
 
     @functools.cached_property
     def worst(self) -> str:
         """The element with the largest share of its tolerance, described."""
-        return describe_worst(self.comparison)
+        return describe_worst(self._compared("worst"))
 
     @functools.cached_property
     def precision(self) -> str:
         """The angle-precision class, one of `PRECISION_CLASSES`."""
-        return precision_class(self.comparison)
+        return precision_class(self._compared("precision"))
 
     @functools.cached_property
     def max_angle_error(self) -> float:
         """Largest angle error (radians) of a pair of sizeable norm."""
-        return max_angle_error(self.comparison)
+        return max_angle_error(self._compared("max_angle_error"))
 
     @functools.cached_property
     def max_ulps(self) -> float:
         """Largest error in ulps of the correctly rounded result (see the class docstring)."""
         from rope_ref.testing._ulps import ulp_errors
 
-        return float(np.max(ulp_errors(self.comparison), initial=0.0))
+        return float(np.max(ulp_errors(self._compared("max_ulps")), initial=0.0))
 
     def summary(self) -> str:
         """One line: verdict, error, share of the tolerance, precision class."""
@@ -155,8 +161,8 @@ def report_of(c: Comparison) -> RopeReport:
         max_error=c.max_error,
         max_ratio=c.max_ratio,
         model=_model_text(c),
-        comparison=c,
         diagnosis=None if c.ok else diagnose(c),
+        comparison=c,
     )
 
 
