@@ -13,18 +13,10 @@ from numpy.typing import NDArray
 from rope_ref._core.aliases import Role
 from rope_ref._core.compat import host_namespace, is_array
 from rope_ref._core.frequencies import max_plus_one, rope_angles
-from rope_ref._core.positions import (
-    as_positions,
-    check_offset,
-    default_positions,
-    lay_out,
-    normalize_seq_axis,
-    shift,
-)
 from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
-from rope_ref._engine.api import apply_rope
+from rope_ref._engine.api import apply_rope, laid_out_positions
 from rope_ref.testing._tolerance import (
     CHECKABLE_SHARE,
     EPS,
@@ -303,17 +295,10 @@ def setup(
         )
         raise ValueError(msg)
     hxp = host_namespace()
-    offset = check_offset(offset)
-    axis: int | None
-    if positions is None:
-        axis = normalize_seq_axis(seq_axis, x64.ndim)
-        p = default_positions(x64.shape[axis], offset, xp=hxp, dev=None, n_axes=spec.position_axes)
-    else:
-        raw = host64(positions) if is_array(positions) else positions
-        p = shift(as_positions(raw, xp=hxp, n_axes=spec.position_axes), offset, hxp)
-        axis = normalize_seq_axis(seq_axis, x64.ndim)
+    raw = host64(positions) if is_array(positions) else positions
+    # The engine's own layout of the positions against x (one copy of the rules).
+    laid, _ = laid_out_positions(x64, spec, raw, offset=offset, seq_axis=seq_axis, xp=hxp)
     lead = tuple(x64.shape[:-1])
-    laid = lay_out(p, lead, axis, n_axes=spec.position_axes, xp=hxp)
     trailing = () if spec.sections is None else (len(spec.sections),)
     grid = np.broadcast_to(np.asarray(laid, dtype=np.float64), lead + trailing)
     if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
