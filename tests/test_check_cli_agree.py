@@ -131,3 +131,14 @@ def test_the_kit_exports_exactly_its_public_names():
     import rope_ref.testing._diagnose as module  # the submodule, not a function
 
     assert not callable(module)
+
+
+def test_max_ulps_counts_in_the_result_dtype_allowed(capsys):
+    pytest.importorskip("mpmath")
+    status, out = run_check(
+        capsys,
+        f"{TARGETS}:rounded_to_float32",
+        *("--dtype", "float64", "--result-dtype", "float32", "--max-ulps", "1"),
+    )
+    assert status == 0, out
+    assert "errors in ulps: at most" in out
