@@ -356,7 +356,7 @@ def pair_norms(spec: RopeSpec, y: F64, *, inverse: bool = False) -> F64:
     out = np.empty_like(y, dtype=np.float64)
     out[..., :start] = np.abs(y[..., :start])  # pass-through features: |x|
     out[..., stop:] = np.abs(y[..., stop:])
-    r = np.hypot(first, second)
+    r = _radii(first, second)
     if layout == "half":
         n = r.shape[-1]
         out[..., start : start + n] = r
@@ -365,6 +365,21 @@ def pair_norms(spec: RopeSpec, y: F64, *, inverse: bool = False) -> F64:
         out[..., start:stop:2] = r
         out[..., start + 1 : stop : 2] = r
     return out
+
+
+def _radii(first: F64, second: F64) -> F64:
+    """``hypot(first, second)`` within an ulp, three times faster where it is safe.
+
+    ``sqrt(a * a + b * b)`` where every norm lies in [1e-150, 1e150] (nothing overflows or
+    loses bits to underflow there); `np.hypot` otherwise (zeros, huge, tiny, inf or NaN).
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        r = np.square(first)
+        r += np.square(second)
+        np.sqrt(r, out=r)
+    if r.size and not (float(np.min(r)) > 1e-150 and float(np.max(r)) < 1e150):
+        return np.asarray(np.hypot(first, second), dtype=np.float64)
+    return r
 
 
 def _norms(s: Setup, expected: F64) -> F64:
@@ -397,7 +412,7 @@ def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
     start, stop = spec.rotary_start, spec.rotary_stop
     layout = spec.layout if s.inverse else spec.written_layout
     first, second = split_pairs(y[..., start:stop], layout=layout)
-    r = np.hypot(first, second)  # as `pair_norms`: the same numbers, bit for bit
+    r = _radii(first, second)
     per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
     r *= per_row[..., None]
     pair_tol = r
