@@ -22,8 +22,9 @@ freqs      ``fn(x, freqs)``                     torch x ``(seq, batch, heads, d)
                                                 rotary_dim)`` (Megatron-core)
 =========  ===================================  ======================================
 
-Every input is a fresh array and the oracle reads its own copy before the call, so a
-target that overwrites its inputs cannot change what it is compared with. A target that
+Every input is a fresh array built from the case's seed, and the checker rebuilds its own
+copy for the oracle (`oracle_setup`), so a target that overwrites its inputs cannot change
+what it is compared with. A target that
 accepts a ``spec`` keyword gets the `RopeSpec`; one that accepts keywords named after its
 fields (``head_dim``, ``rotary_dim``, ``base``, ...) gets those.
 """

@@ -13,7 +13,6 @@ import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -26,13 +25,11 @@ from rope_ref.cli.check.cases import (
     single_case,
 )
 from rope_ref.cli.check.conventions import (
-    Calling,
     Case,
     OutputError,
     Returned,
     TargetError,
     TargetTimeoutError,
-    call_target,
     oracle_setup,
 )
 from rope_ref.cli.check.target import UsageError, describe_exception, load_target
@@ -47,23 +44,15 @@ __all__ = [
     "CheckConfig",
     "Report",
     "UsageError",
-    "caller_of",
     "check",
     "describe_exception",
     "load_target",
 ]
 
-#: Runs the target on a case under a spec and returns its results (see `caller_of`).
+#: Runs the target on a case under a spec and returns its results: in `rope-ref check`, a
+#: call of the target in the child process (`rope_ref.cli.check.supervise`), its results
+#: as data.
 Caller = Callable[[Case, RopeSpec], list[Returned]]
-
-
-def caller_of(fn: Callable[..., Any], calling: Calling) -> Caller:
-    """The `Caller` that calls `fn` in this process (the check's child does so)."""
-
-    def call(case: Case, spec: RopeSpec) -> list[Returned]:
-        return call_target(fn, calling, case, spec)
-
-    return call
 
 
 @dataclass
