@@ -116,3 +116,14 @@ def test_ctrl_c_ends_the_check_with_130_and_no_verdict():
     assert process.returncode == 130, (out, err)
     assert "interrupted" in err
     assert "OK" not in out
+
+
+def test_a_child_that_stops_answering_ends_the_check_with_no_verdict(capsys, monkeypatch):
+    from rope_ref.cli.check import supervise
+
+    monkeypatch.setattr(supervise, "IDLE_S", 3.0)
+    began = time.monotonic()
+    status, out = _check(capsys, "silences_the_child", "--timeout", "1")
+    assert status == 1, out
+    assert "stopped answering" in out
+    assert time.monotonic() - began < 60

@@ -51,6 +51,9 @@ __all__ = ["Outcome", "hard_limit", "run_supervised"]
 _TAIL = 2000
 #: Seconds between two looks for the processes under the child.
 _SCAN_EVERY = 0.5
+#: Seconds the child may stay silent outside a call (building inputs, reading results)
+#: before the check ends with no verdict; at least the hard limit of a call.
+IDLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -219,11 +222,13 @@ class _Link:
         self.seen: set[_reap.Process] = set()
         self.scanned = 0.0
         self.abandoned = False  # True: the child is killed at the end, not waited for
+        self.heard = time.monotonic()  # when the child last sent an event
 
     def send(self, message: object) -> None:
         assert self.child.stdin is not None
         with contextlib.suppress(OSError):  # the child is gone: its events tell how
             write_message(self.child.stdin, message)
+        self.heard = time.monotonic()
 
     def reply(self, kinds: tuple[str, ...]) -> dict[str, Any]:
         """The next event of one of `kinds`; `_Killed`, `_Gone` or `_Ended` otherwise."""
@@ -233,6 +238,8 @@ class _Link:
                 kind = event.get("event")
                 if kind in kinds:
                     return event
+                if kind in _PHASES:  # a sign of progress (garbage is none)
+                    self.heard = time.monotonic()
                 if kind == "crash":
                     msg = f"the checker's child failed: {event.get('message', '')}"
                     raise _Ended(msg)
@@ -258,6 +265,11 @@ class _Link:
             if self.busy_since is not None and now - self.busy_since >= self.limit:
                 self.abandoned = True
                 raise _Killed("import" if self.phase == "import" else "call")
+            silent = max(self.limit, IDLE_S)
+            if self.busy_since is None and now - self.heard >= silent:
+                self.abandoned = True
+                msg = f"the checked process stopped answering (silent for {silent:g} s): no verdict"
+                raise _Ended(msg)
             exited = self.child.poll() is not None
             wait = 0.0 if exited else 0.2
             if self.busy_since is not None:
