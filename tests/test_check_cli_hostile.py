@@ -96,6 +96,19 @@ def test_processes_in_new_sessions_do_not_outlive_the_check(capsys, tmp_path, mo
     assert not any(_alive(pid) for pid in pids)
 
 
+def _wait_for_a_child(pid: int, seconds: float = 60.0) -> None:
+    """Return once process `pid` has a child process (or after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    return
+            except (OSError, IndexError, ValueError):
+                continue
+        time.sleep(0.1)
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -110,7 +123,8 @@ def test_ctrl_c_ends_the_check_with_130_and_no_verdict():
     process = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    time.sleep(6.0)  # imported, and inside the first call
+    _wait_for_a_child(process.pid)  # the check has started its child: inside the check
+    time.sleep(1.0)
     os.kill(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 130, (out, err)
