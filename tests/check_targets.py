@@ -53,6 +53,21 @@ def correct_half(x, positions):
     return _rope(x, positions)
 
 
+def correct_half_bshd(x, positions):
+    """x (batch, seq, heads, head_dim)."""
+    return np.swapaxes(_rope(np.swapaxes(x, 1, 2), positions), 1, 2)
+
+
+def correct_half_sbhd(x, positions):
+    """x (seq, batch, heads, head_dim)."""
+    return np.transpose(_rope(np.transpose(x, (1, 2, 0, 3)), positions), (2, 0, 1, 3))
+
+
+def rounded_to_float32(x, positions):
+    """The float64 RoPE of x rounded once to float32 (whatever x's dtype)."""
+    return _rope(x.astype(np.float64), positions).astype(np.float32)
+
+
 def correct_interleaved(x, positions):
     return _rope(x, positions, layout="interleaved")
 

@@ -179,7 +179,7 @@ def test_bad_torch_devices_are_usage_errors(capsys, device, snippet):
 def test_the_time_limit_gives_back_an_outer_alarm():
     import signal
 
-    from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
+    from rope_ref.cli.check.timeout import TargetTimeoutError, call_with_timeout
 
     if not hasattr(signal, "setitimer"):
         pytest.skip("no interval timers here")
@@ -202,7 +202,7 @@ def test_the_time_limit_off_the_main_thread():
     import threading
     import time
 
-    from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
+    from rope_ref.cli.check.timeout import TargetTimeoutError, call_with_timeout
 
     outcome = {}
 

@@ -14,8 +14,8 @@ import pytest
 
 from rope_ref import RopeSpec
 from rope_ref.cli import main
-from rope_ref.testing._check_cases import CheckConfig, probe_case, probe_positions
-from rope_ref.testing._conventions import Calling, run_case
+from rope_ref.cli.check.cases import CheckConfig, probe_case, probe_positions
+from rope_ref.cli.check.conventions import Calling, run_case
 from tests import check_targets
 
 mpmath = pytest.importorskip("mpmath")

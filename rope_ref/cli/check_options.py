@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -147,6 +148,28 @@ def _short(text: str, limit: int = 80) -> str:
     return repr(shown)
 
 
+#: Largest config file read (a transformers config.json is a few kilobytes).
+MAX_CONFIG_BYTES = 16 * 2**20
+
+
+def _read_bounded(path: Path, where: str) -> bytes:
+    """The bytes of the regular file `path`, refused past `MAX_CONFIG_BYTES`.
+
+    A device, a FIFO or a socket is refused before it is opened (``/dev/zero`` never
+    ends; a FIFO blocks the open).
+    """
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError
+    if not stat.S_ISREG(mode):
+        fail(f"{where}: is not a regular file (a device, a pipe or a socket); give a config.json.")
+    with path.open("rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        fail(f"{where}: is larger than {MAX_CONFIG_BYTES // 2**20} MiB; a config.json is a few kB.")
+    return data
+
+
 def _read_config(name: str) -> str:
     """The text of the config file `name`, or a one-line OptionError saying what is wrong."""
     where = f"--hf-config {_short(name)}"
@@ -155,7 +178,7 @@ def _read_config(name: str) -> str:
     else:
         hint = ""
     try:
-        data = Path(name).read_bytes()
+        data = _read_bounded(Path(name), where)
     except FileNotFoundError:
         fail(f"{where}: file not found{hint}.")
     except IsADirectoryError:
@@ -169,9 +192,14 @@ def _read_config(name: str) -> str:
         fail(f"{where}: is not UTF-8 text (byte {err.start}); a config.json is UTF-8 JSON.")
 
 
+def default_axes(convention: str) -> str:
+    """The axis order of x for `convention` when --axes is not given."""
+    return _DEFAULT_AXES[convention]
+
+
 def calling_from_args(args: argparse.Namespace, spec: Any) -> Any:
     """How the target is called: its convention, array kind, axis order and positions."""
-    from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling
+    from rope_ref.cli.check.conventions import TORCH_CONVENTIONS, Calling
 
     convention = args.convention
     array = "torch" if convention in TORCH_CONVENTIONS else args.array

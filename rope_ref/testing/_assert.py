@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import Comparison, check_actual, compare, setup
+from rope_ref.testing._args import CheckArgs
+from rope_ref.testing._compare import Comparison, check_actual
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnosis import Diagnosis, diagnose
 from rope_ref.testing._report import RopeReport, max_angle_error, precision_class, report_of
@@ -126,36 +128,67 @@ def assert_rope_close(
     Likely cause: direction: the result is the inverse rotation
     """
     __tracebackhide__ = True
-    s = setup(
-        x,
-        spec,
-        positions,
+    args = CheckArgs(
+        positions=positions,
         offset=offset,
         seq_axis=seq_axis,
         inverse=inverse,
+        rtol=rtol,
+        atol=atol,
         seq_len=seq_len,
         role=role,
+        angle_dtype=angle_dtype,
+        dtype=dtype,
+        position_dtype=position_dtype,
     )
+    s = args.setup(x, spec)
     check_actual(actual)
     a_shape = tuple(actual.shape)
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)
-    c = compare(
-        actual,
-        s,
-        rtol=rtol,
-        atol=atol,
-        angle_dtype=angle_dtype,
-        dtype=dtype,
-        position_dtype=position_dtype,
-    )
+    c = args.compare(actual, s)
     if not c.ok:
-        raise AssertionError(failure_message(c, diagnose(c)))
+        message = failure_message(c, diagnose(c))
+        other = _fitting_seq_axis(c, actual, args)
+        if other is not None:
+            message += (
+                f"\nHint: the result matches the oracle with seq_axis={other} (the sequence "
+                f"along axis {other} of x, as in (batch, seq, heads, head_dim) arrays); pass "
+                f"seq_axis={other}."
+            )
+        raise AssertionError(message)
     report = report_of(c)
     if max_ulps is not None:
         check_ulps(c, max_ulps)
     return report
+
+
+def _fitting_seq_axis(c: Comparison, actual: Any, args: CheckArgs) -> int | None:
+    """Another `seq_axis` under which the failing result `actual` is within the tolerance.
+
+    Tried only for positions that do not fix the axis themselves (None, or 1-D of the
+    length of that axis), on the axes between the first and the features.
+    """
+    s = c.setup
+    ndim = s.x.ndim
+    given = args.seq_axis - ndim if args.seq_axis >= 0 else args.seq_axis
+    length = None
+    if args.positions is not None:
+        shape = tuple(getattr(args.positions, "shape", ()))
+        if len(shape) != 1:
+            return None
+        length = shape[0]
+    for axis in range(-2, -ndim, -1):
+        if axis == given or s.x.shape[axis] == 1 or length not in (None, s.x.shape[axis]):
+            continue
+        other = dataclasses.replace(args, seq_axis=axis, dtype=c.judged_dtype)
+        try:
+            if other.compare(actual, other.setup(s.x, s.spec)).ok:
+                return axis
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 def failure_message(c: Comparison, diagnosis: Diagnosis) -> str:

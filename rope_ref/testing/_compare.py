@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,18 +13,10 @@ from numpy.typing import NDArray
 from rope_ref._core.aliases import Role
 from rope_ref._core.compat import host_namespace, is_array
 from rope_ref._core.frequencies import max_plus_one, rope_angles
-from rope_ref._core.positions import (
-    as_positions,
-    check_offset,
-    default_positions,
-    lay_out,
-    normalize_seq_axis,
-    shift,
-)
 from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
-from rope_ref._engine.api import apply_rope
+from rope_ref._engine.api import apply_rope, laid_out_positions
 from rope_ref.testing._tolerance import (
     CHECKABLE_SHARE,
     EPS,
@@ -33,7 +27,18 @@ from rope_ref.testing._tolerance import (
     host64,
 )
 
-__all__ = ["Comparison", "Setup", "check_actual", "check_tolerances", "compare", "setup"]
+__all__ = [
+    "Comparison",
+    "HostResult",
+    "Setup",
+    "check_actual",
+    "check_dtype",
+    "check_tolerances",
+    "compare",
+    "compare_checked",
+    "setup",
+    "true_dtype",
+]
 
 F64 = NDArray[np.float64]
 
@@ -44,6 +49,11 @@ class Setup:
 
     `grid` holds the position of every row of `x`, shape ``x.shape[:-1]`` (plus the axis
     of a multi-axis spec), offset included; `seq_len` is the one the oracle used.
+
+    What every consumer of a comparison reads is computed once, on first use, and kept:
+    the oracle's result (`expected`), its pair norms (`expected_norms`) and the largest
+    angle of each row (`max_angles` of the setup's own spec), all from the positions as
+    the engine lays them out (`compact_grid`), not from one copy per row.
     """
 
     x: F64
@@ -62,12 +72,47 @@ class Setup:
         grid: F64 | None = None,
         inverse: bool | None = None,
     ) -> F64:
-        """The exact (float64) result, optionally with one ingredient replaced."""
+        """The exact (float64) result, optionally with one ingredient replaced.
+
+        Without a replaced ingredient it is `expected`, computed once.
+        """
+        if spec is None and grid is None and (inverse is None or inverse == self.inverse):
+            return self.expected.copy()
+        return self._rotated(spec, self.compact_grid if grid is None else grid, inverse)
+
+    @functools.cached_property
+    def expected(self) -> F64:
+        """The oracle's result, computed on first use (read-only: `oracle` gives a copy)."""
+        y = self._rotated(None, self.compact_grid, None)
+        y.setflags(write=False)
+        return y
+
+    @functools.cached_property
+    def expected_norms(self) -> F64:
+        """`pair_norms` of `expected`, computed on first use (read-only)."""
+        norms = pair_norms(self.spec, self.expected, inverse=self.inverse)
+        norms.setflags(write=False)
+        return norms
+
+    @functools.cached_property
+    def compact_grid(self) -> F64:
+        """`grid` without its broadcast axes: the positions as the engine lays them out.
+
+        Same values as `grid` wherever it is read; one row per position, not per head.
+        """
+        g = self.grid
+        keep = tuple(
+            slice(0, 1) if stride == 0 and n > 1 else slice(None)
+            for stride, n in zip(g.strides, g.shape, strict=True)
+        )
+        return g[keep]
+
+    def _rotated(self, spec: RopeSpec | None, grid: F64, inverse: bool | None) -> F64:
         return np.asarray(
             apply_rope(
                 self.x,
                 self.spec if spec is None else spec,
-                self.grid if grid is None else grid,
+                grid,
                 seq_axis=self.seq_axis,
                 inverse=self.inverse if inverse is None else inverse,
                 seq_len=self.seq_len,
@@ -82,11 +127,43 @@ class Setup:
         return self.grid if self.spec.sections is None else self.grid[..., 0]
 
     def max_angles(self, spec: RopeSpec | None = None) -> F64:
-        """Largest |angle| of each row, shape ``x.shape[:-1]``."""
-        angles = np.asarray(rope_angles(spec or self.spec, self.grid, self.seq_len))
+        """Largest |angle| of each row, shape ``x.shape[:-1]`` (read-only).
+
+        For the setup's own spec it is computed once, on first use.
+        """
+        if spec is None or spec == self.spec:
+            return self._own_max_angles
+        return self._max_angles(spec)
+
+    @functools.cached_property
+    def angles(self) -> F64:
+        """The angle of every pair at every position, computed once, on first use.
+
+        Shape: ``compact_grid``'s rows plus ``(n_pairs,)`` (read-only; read a row of x's
+        with `angles_at`).
+        """
+        angles = np.array(rope_angles(self.spec, self.compact_grid, self.seq_len), np.float64)
+        angles.setflags(write=False)
+        return angles
+
+    def angles_at(self, row: tuple[int, ...]) -> F64:
+        """The angles of the pairs of the row `row` (an index into ``x.shape[:-1]``)."""
+        lead = self.angles.shape[: len(row)]
+        at = tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))
+        return np.asarray(self.angles[at], dtype=np.float64)
+
+    @functools.cached_property
+    def _own_max_angles(self) -> F64:
+        return self._max_angles(self.spec, self.angles)
+
+    def _max_angles(self, spec: RopeSpec, angles: F64 | None = None) -> F64:
+        lead = self.x.shape[:-1]
+        if angles is None:
+            angles = np.asarray(rope_angles(spec, self.compact_grid, self.seq_len))
         if angles.shape[-1] == 0:
-            return np.zeros(self.x.shape[:-1])
-        return np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
+            return np.broadcast_to(np.zeros(()), lead)
+        largest = np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
+        return np.broadcast_to(largest, lead)
 
 
 @dataclass(frozen=True)
@@ -106,36 +183,92 @@ class Comparison:
     unchecked: NDArray[np.bool_] | None = None
     #: Epsilon of the dtype the implementation rounds its positions to (`position_dtype`).
     position_eps: float | None = None
+    #: The dtype the result is judged at (`dtype`, default the dtype of `x`); "" reads as x's.
+    precision: str = ""
+
+    @property
+    def judged_dtype(self) -> str:
+        """The name of the dtype the result is judged at (and its ulps counted in)."""
+        return self.precision or self.setup.dtype
 
     @property
     def checkable(self) -> bool:
         """Whether every row's tolerance can tell a correct result from a wrong one."""
         return self.unchecked is None or not bool(np.any(self.unchecked))
 
-    @property
+    @functools.cached_property
     def ratio(self) -> F64:
         """``error / tolerance`` per element (inf where the tolerance is 0 and error is not)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(self.error == 0.0, 0.0, self.error / self.tolerance)
-        return np.where(np.isnan(self.actual), np.inf, r)
+            r = self.error / self.tolerance
+        if math.isnan(float(np.max(r, initial=0.0))):  # 0 / 0: no error where none is allowed
+            r[np.isnan(r)] = 0.0  # (error is never NaN: a NaN result's error is inf)
+        return r
 
-    @property
+    @functools.cached_property
+    def max_ratio(self) -> float:
+        """The largest `ratio` (0 for an empty result)."""
+        return float(np.max(self.ratio, initial=0.0))
+
+    @functools.cached_property
+    def max_error(self) -> float:
+        """The largest `error` (0 for an empty result)."""
+        return float(np.max(self.error, initial=0.0))
+
+    @functools.cached_property
     def failed(self) -> NDArray[np.bool_]:
         """Mask of elements outside the tolerance (NaN counts as outside)."""
         return ~(self.error <= self.tolerance)
 
-    @property
+    @functools.cached_property
     def ok(self) -> bool:
         """Whether every element is within a meaningful tolerance, in the dtype asked for."""
-        within = not bool(np.any(self.failed))
+        # error / tolerance < 1 everywhere implies error < tolerance: no mask needed then.
+        within = self.max_ratio < 1.0 or not bool(np.any(self.failed))
         return within and self.dtype_mismatch is None and self.checkable
 
-    @property
+    @functools.cached_property
     def worst(self) -> tuple[int, ...]:
         """Index of the element with the largest error relative to its tolerance."""
         if self.error.size == 0:
             return ()
         return tuple(int(i) for i in np.unravel_index(np.argmax(self.ratio), self.error.shape))
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """A result already on the host: its float64 values and the name of its stored dtype.
+
+    What `rope-ref check` decodes from its child process; `compare` takes it as it
+    takes an array.
+    """
+
+    values: F64
+    dtype: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the values."""
+        return tuple(self.values.shape)
+
+
+#: Array libraries whose own ``dtype`` attribute is believed over a subclass's.
+_ARRAY_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "mlx", "cupy", "dask", "array_api_strict")
+
+
+def true_dtype(a: object) -> object:
+    """The dtype of `a` as its array library stores it, past any subclass's override.
+
+    An ``ndarray`` subclass whose ``dtype`` property says float32 while it stores float64
+    reports float64 here: the attribute is read from the first class of the array library
+    itself in the type's method resolution order.
+    """
+    for cls in type(a).__mro__:
+        if cls.__module__.split(".")[0] in _ARRAY_LIBRARIES and "dtype" in vars(cls):
+            attribute = vars(cls)["dtype"]
+            getter = getattr(type(attribute), "__get__", None)
+            return attribute if getter is None else getter(attribute, a, type(a))
+    return getattr(a, "dtype", None)
 
 
 def setup(
@@ -152,7 +285,9 @@ def setup(
     """Validate the inputs the way `apply_rope` does and bring them to the host."""
     check_spec(spec)
     name = check_array("x", x)
-    x64 = np.array(host64(x), dtype=np.float64, copy=True)  # never a view of x
+    x64 = host64(x)
+    if x64 is x or x64.base is not None:
+        x64 = x64.copy()  # never a view of x (a float64 x converts to itself)
     if x64.ndim == 0 or x64.shape[-1] != spec.head_dim:
         msg = (
             f"`x` must have spec.head_dim = {spec.head_dim} features on its last axis; "
@@ -160,19 +295,12 @@ def setup(
         )
         raise ValueError(msg)
     hxp = host_namespace()
-    offset = check_offset(offset)
-    axis: int | None
-    if positions is None:
-        axis = normalize_seq_axis(seq_axis, x64.ndim)
-        p = default_positions(x64.shape[axis], offset, xp=hxp, dev=None, n_axes=spec.position_axes)
-    else:
-        raw = host64(positions) if is_array(positions) else positions
-        p = shift(as_positions(raw, xp=hxp, n_axes=spec.position_axes), offset, hxp)
-        axis = normalize_seq_axis(seq_axis, x64.ndim)
+    raw = host64(positions) if is_array(positions) else positions
+    # The engine's own layout of the positions against x (one copy of the rules).
+    laid, _ = laid_out_positions(x64, spec, raw, offset=offset, seq_axis=seq_axis, xp=hxp)
     lead = tuple(x64.shape[:-1])
-    laid = lay_out(p, lead, axis, n_axes=spec.position_axes, xp=hxp)
     trailing = () if spec.sections is None else (len(spec.sections),)
-    grid = np.broadcast_to(np.asarray(laid, dtype=np.float64), lead + trailing).copy()
+    grid = np.broadcast_to(np.asarray(laid, dtype=np.float64), lead + trailing)
     if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
         seq_len = max_plus_one(grid, hxp)
     return Setup(
@@ -189,10 +317,13 @@ def setup(
 
 def check_array(name: str, a: object) -> str:
     """Return the dtype name of the floating array `a`, or raise naming `name`."""
-    if not is_array(a) and not isinstance(a, np.ndarray):
+    if isinstance(a, HostResult):
+        dtype: object = a.dtype
+    elif not is_array(a) and not isinstance(a, np.ndarray):
         msg = f"`{name}` must be an array; got {type(a).__name__}."
         raise TypeError(msg)
-    dtype = getattr(a, "dtype", None)
+    else:
+        dtype = true_dtype(a)
     try:
         return dtype_name(dtype)
     except ValueError:
@@ -222,21 +353,81 @@ def pair_norms(spec: RopeSpec, y: F64, *, inverse: bool = False) -> F64:
     start, stop = spec.rotary_start, spec.rotary_stop
     layout = spec.layout if inverse else spec.written_layout
     first, second = split_pairs(y[..., start:stop], layout=layout)
-    r = np.hypot(first, second)
-    rotated = np.concatenate([r, r], axis=-1) if layout == "half" else np.repeat(r, 2, axis=-1)
-    return np.concatenate([np.abs(y[..., :start]), rotated, np.abs(y[..., stop:])], axis=-1)
+    out = np.empty_like(y, dtype=np.float64)
+    out[..., :start] = np.abs(y[..., :start])  # pass-through features: |x|
+    out[..., stop:] = np.abs(y[..., stop:])
+    r = _radii(first, second)
+    if layout == "half":
+        n = r.shape[-1]
+        out[..., start : start + n] = r
+        out[..., start + n : stop] = r
+    else:
+        out[..., start:stop:2] = r
+        out[..., start + 1 : stop : 2] = r
+    return out
+
+
+def _radii(first: F64, second: F64) -> F64:
+    """``hypot(first, second)`` within an ulp, three times faster where it is safe.
+
+    ``sqrt(a * a + b * b)`` where every norm lies in [1e-150, 1e150] (nothing overflows or
+    loses bits to underflow there); `np.hypot` otherwise (zeros, huge, tiny, inf or NaN).
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        r = np.square(first)
+        r += np.square(second)
+        np.sqrt(r, out=r)
+    if r.size and not (float(np.min(r)) > 1e-150 and float(np.max(r)) < 1e150):
+        return np.asarray(np.hypot(first, second), dtype=np.float64)
+    return r
+
+
+def _norms(s: Setup, expected: F64) -> F64:
+    """Pair norms of `expected`: the setup's own, computed once, when it is its oracle."""
+    if expected is s.expected:
+        return s.expected_norms
+    return pair_norms(s.spec, expected, inverse=s.inverse)
 
 
 def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> F64:
     """Per-element tolerance: the model on rotated features, storage rounding elsewhere."""
     spec = s.spec
-    norms = pair_norms(spec, expected, inverse=s.inverse)
-    tol = model.atol(s.max_angles()[..., None], norms)
-    passthrough = np.ones(spec.head_dim, dtype=bool)
-    passthrough[spec.rotary_start : spec.rotary_stop] = False
+    norms = _norms(s, expected)
+    tol = np.asarray(model.atol(s.max_angles()[..., None], norms), dtype=np.float64)
     # Copied features: exact, up to one rounding if the result has a coarser dtype.
-    tol[..., passthrough] = 0.5 * actual_eps * norms[..., passthrough]
+    for kept in (slice(0, spec.rotary_start), slice(spec.rotary_stop, spec.head_dim)):
+        if kept.stop > kept.start:
+            tol[..., kept] = 0.5 * actual_eps * norms[..., kept]
     return np.asarray(tol, dtype=np.float64)
+
+
+def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
+    """`tolerance` of the setup's own oracle, without spreading the pair norms first.
+
+    The same numbers: each pair's norm times its row's ``model.atol(angle, 1)``, computed
+    on pairs and then written to both features of the pair.
+    """
+    spec = s.spec
+    y = s.expected
+    start, stop = spec.rotary_start, spec.rotary_stop
+    layout = spec.layout if s.inverse else spec.written_layout
+    first, second = split_pairs(y[..., start:stop], layout=layout)
+    r = _radii(first, second)
+    per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
+    r *= per_row[..., None]
+    pair_tol = r
+    tol = np.empty_like(y, dtype=np.float64)
+    if layout == "half":
+        n = pair_tol.shape[-1]
+        tol[..., start : start + n] = pair_tol
+        tol[..., start + n : stop] = pair_tol
+    else:
+        tol[..., start:stop:2] = pair_tol
+        tol[..., start + 1 : stop : 2] = pair_tol
+    for kept in (slice(0, start), slice(stop, spec.head_dim)):  # copied: one rounding at most
+        if kept.stop > kept.start:
+            tol[..., kept] = 0.5 * actual_eps * np.abs(y[..., kept])
+    return tol
 
 
 def position_shift(s: Setup, position_eps: float) -> float:
@@ -257,7 +448,7 @@ def position_shift(s: Setup, position_eps: float) -> float:
 def position_tolerance(s: Setup, expected: F64, position_eps: float) -> F64:
     """Tolerance added on rotated features for positions rounded to `position_eps`."""
     spec = s.spec
-    extra = pair_norms(spec, expected, inverse=s.inverse) * position_shift(s, position_eps)
+    extra = _norms(s, expected) * position_shift(s, position_eps)
     extra[..., : spec.rotary_start] = 0.0
     extra[..., spec.rotary_stop :] = 0.0
     return np.asarray(extra, dtype=np.float64)
@@ -283,23 +474,44 @@ def compare(
     grid to that dtype (see `position_tolerance`).
     """
     rtol, atol = check_tolerances(rtol, atol)
-    precision = s.dtype if dtype is None else _check_dtype(dtype)
-    position_eps = None
-    if position_dtype is not None:
-        position_eps = EPS[_check_dtype(position_dtype, "position_dtype")]
+    return compare_checked(
+        actual,
+        s,
+        rtol=rtol,
+        atol=atol,
+        angle_dtype=angle_dtype,
+        dtype=None if dtype is None else check_dtype(dtype),
+        position_dtype=None
+        if position_dtype is None
+        else check_dtype(position_dtype, "position_dtype"),
+    )
+
+
+def compare_checked(
+    actual: Any,
+    s: Setup,
+    *,
+    rtol: float | None,
+    atol: float | None,
+    angle_dtype: object,
+    dtype: str | None,
+    position_dtype: str | None,
+) -> Comparison:
+    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names)."""
+    precision = s.dtype if dtype is None else dtype
+    position_eps = None if position_dtype is None else EPS[position_dtype]
     actual_name = check_actual(actual)
-    a64 = host64(actual)
+    a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
     if a64.shape != s.x.shape:
         msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
         raise ValueError(msg)
-    expected = s.oracle()
-    error = np.abs(a64 - expected)
-    error[np.isnan(a64)] = np.inf
+    expected = s.expected
+    error = _error(a64, expected)
     model: ErrorModel | None
     unchecked = None
     if rtol is None and atol is None:
         model = error_model(precision, angle_dtype=angle_dtype)
-        tol = tolerance(s, expected, model, EPS[precision])
+        tol = _model_tolerance(s, model, EPS[precision])
         if position_eps is not None:
             tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
@@ -310,6 +522,8 @@ def compare(
         model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
         tol = np.broadcast_to(tol, error.shape).astype(np.float64)
+    if not math.isfinite(float(np.max(tol, initial=0.0))):  # inf or NaN: only the same passes
+        tol = np.where(np.isfinite(tol), tol, 0.0)
     mismatch = None
     if actual_name != precision:
         mismatch = (
@@ -328,10 +542,25 @@ def compare(
         dtype_mismatch=mismatch,
         unchecked=unchecked,
         position_eps=position_eps,
+        precision=precision,
     )
 
 
-def _check_dtype(dtype: object, name: str = "dtype") -> str:
+def _error(actual: F64, expected: F64) -> F64:
+    """``|actual - expected|``, with infinities and NaN judged as values.
+
+    0 where both are the same value (the same infinity, or both NaN); inf where only one
+    is NaN or they are different infinities.
+    """
+    with np.errstate(invalid="ignore"):
+        error = np.abs(actual - expected)
+    if not math.isfinite(float(np.max(error, initial=0.0))):
+        same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
+        error = np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
+    return error
+
+
+def check_dtype(dtype: object, name: str = "dtype") -> str:
     try:
         return dtype_name(dtype)
     except ValueError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rope_ref._core.frequencies import rope_angles
 from rope_ref.testing._compare import Comparison
 
 __all__ = ["describe_worst"]
@@ -41,7 +40,7 @@ def describe_worst(c: Comparison) -> str:
             pair, partners = k % n, (k % n, k % n + n)
         else:
             pair, partners = k // 2, (2 * (k // 2), 2 * (k // 2) + 1)
-        angle = float(np.asarray(rope_angles(spec, s.grid[row], s.seq_len))[..., pair])
+        angle = float(s.angles_at(row)[pair])
         first, second = (spec.rotary_start + f for f in partners)
         what = (
             f"pair {pair} (features {first} and {second}, layout {spec.layout!r}), "

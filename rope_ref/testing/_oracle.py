@@ -8,6 +8,7 @@ from rope_ref._core.aliases import Role
 from rope_ref._core.frequencies import rope_angles, rope_cos_sin
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
+from rope_ref.testing._args import CheckArgs
 from rope_ref.testing._assert import assert_rope_close
 from rope_ref.testing._diagnosis import Diagnosis
 from rope_ref.testing._report import rope_report
@@ -55,25 +56,33 @@ class RopeOracle:
         offset: float = 0,
         seq_axis: int = -2,
         inverse: bool = False,
+        rtol: float | None = None,
+        atol: float | None = None,
         seq_len: float | None = None,
         role: Role | None = None,
         angle_dtype: object = None,
+        dtype: object = None,
+        position_dtype: object = None,
     ) -> Diagnosis | None:
-        """`rope_ref.testing.diagnose`."""
-        from rope_ref.testing import diagnose as public_diagnose
+        """`rope_ref.testing.diagnose`, with the tolerances `rtol` and `atol` too.
 
-        return public_diagnose(
-            actual,
-            x,
-            spec,
-            positions,
+        The keywords are those of `assert_rope_close` (but `max_ulps`): None when `actual`
+        is within the tolerance, else the likely cause of the mismatch.
+        """
+        args = CheckArgs(
+            positions=positions,
             offset=offset,
             seq_axis=seq_axis,
             inverse=inverse,
+            rtol=rtol,
+            atol=atol,
             seq_len=seq_len,
             role=role,
             angle_dtype=angle_dtype,
+            dtype=dtype,
+            position_dtype=position_dtype,
         )
+        return args.diagnosis(actual, x, spec)
 
     def __repr__(self) -> str:
         return "RopeOracle()"

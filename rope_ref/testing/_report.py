@@ -18,7 +18,8 @@ import numpy as np
 
 from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._compare import Comparison, compare, setup, tolerance
+from rope_ref.testing._args import CheckArgs
+from rope_ref.testing._compare import Comparison, tolerance
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnosis import Diagnosis, diagnose
 from rope_ref.testing._diagnosis.shared import pair_angles, wrap
@@ -62,23 +63,44 @@ class RopeReport:
     ok: bool
     max_error: float
     max_ratio: float
-    worst_index: tuple[int, ...]
-    worst: str
-    precision: str
-    max_angle_error: float
     model: str
     diagnosis: Diagnosis | None = None
     comparison: Comparison | None = field(default=None, repr=False, compare=False)
+
+    def _compared(self, what: str) -> Comparison:
+        if self.comparison is None:
+            msg = f"`{what}` needs the comparison the report was made from; got None."
+            raise ValueError(msg)
+        return self.comparison
+
+    # What only some readers ask for is computed from the comparison when first asked.
+
+    @functools.cached_property
+    def worst_index(self) -> tuple[int, ...]:
+        """Index of the element with the largest share of its tolerance."""
+        return self._compared("worst_index").worst
+
+    @functools.cached_property
+    def worst(self) -> str:
+        """The element with the largest share of its tolerance, described."""
+        return describe_worst(self._compared("worst"))
+
+    @functools.cached_property
+    def precision(self) -> str:
+        """The angle-precision class, one of `PRECISION_CLASSES`."""
+        return precision_class(self._compared("precision"))
+
+    @functools.cached_property
+    def max_angle_error(self) -> float:
+        """Largest angle error (radians) of a pair of sizeable norm."""
+        return max_angle_error(self._compared("max_angle_error"))
 
     @functools.cached_property
     def max_ulps(self) -> float:
         """Largest error in ulps of the correctly rounded result (see the class docstring)."""
         from rope_ref.testing._ulps import ulp_errors
 
-        if self.comparison is None:
-            msg = "`max_ulps` needs the comparison the report was made from; got None."
-            raise ValueError(msg)
-        return float(np.max(ulp_errors(self.comparison), initial=0.0))
+        return float(np.max(ulp_errors(self._compared("max_ulps")), initial=0.0))
 
     def summary(self) -> str:
         """One line: verdict, error, share of the tolerance, precision class."""
@@ -106,10 +128,12 @@ def max_angle_error(c: Comparison) -> float:
     spec = c.setup.spec
     if spec.n_pairs == 0 or c.error.size == 0:
         return 0.0
-    got, norm = pair_angles(c.setup, c.actual)
-    want, _ = pair_angles(c.setup, c.expected)
-    sizeable = norm >= 0.1 * float(np.max(norm, initial=0.0))
-    err = np.abs(wrap(got - want))[sizeable & np.isfinite(got)]
+    with np.errstate(invalid="ignore", over="ignore"):  # inf or NaN in x: no angle there
+        got, norm = pair_angles(c.setup, c.actual)
+        want, _ = pair_angles(c.setup, c.expected)
+        finite = np.isfinite(norm)
+        sizeable = finite & (norm >= 0.1 * float(np.max(norm[finite], initial=0.0)))
+        err = np.abs(wrap(got - want))[sizeable & np.isfinite(got) & np.isfinite(want)]
     return float(np.max(err, initial=0.0))
 
 
@@ -132,15 +156,10 @@ def _model_text(c: Comparison) -> str:
 
 def report_of(c: Comparison) -> RopeReport:
     """The report of a comparison (diagnosed when it fails)."""
-    ratio = c.ratio
     return RopeReport(
         ok=c.ok,
-        max_error=float(np.max(c.error, initial=0.0)),
-        max_ratio=float(np.max(ratio, initial=0.0)),
-        worst_index=c.worst,
-        worst=describe_worst(c),
-        precision=precision_class(c),
-        max_angle_error=max_angle_error(c),
+        max_error=c.max_error,
+        max_ratio=c.max_ratio,
         model=_model_text(c),
         diagnosis=None if c.ok else diagnose(c),
         comparison=c,
@@ -196,23 +215,17 @@ def rope_report(
     >>> strict.ok, strict.diagnosis.cause
     (False, 'precision')
     """
-    s = setup(
-        x,
-        spec,
-        positions,
+    args = CheckArgs(
+        positions=positions,
         offset=offset,
         seq_axis=seq_axis,
         inverse=inverse,
-        seq_len=seq_len,
-        role=role,
-    )
-    c = compare(
-        actual,
-        s,
         rtol=rtol,
         atol=atol,
+        seq_len=seq_len,
+        role=role,
         angle_dtype=angle_dtype,
         dtype=dtype,
         position_dtype=position_dtype,
     )
-    return report_of(c)
+    return report_of(args.comparison(actual, x, spec))

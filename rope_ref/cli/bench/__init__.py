@@ -14,6 +14,7 @@ from typing import Any
 
 from rope_ref.cli.bench.exact import EXACT_PRESETS, run_exact
 from rope_ref.cli.bench.gpu import GPU_PRESETS
+from rope_ref.cli.bench.oracle import ORACLE_PRESETS, run_oracle
 
 __all__ = ["machine_description", "register"]
 
@@ -47,7 +48,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     bench.add_argument(
         "--preset",
         action="append",
-        choices=sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS]),
+        choices=sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS]),
         help="a named case (repeatable); default: prefill and decode on the CPU",
     )
     bench.add_argument(
@@ -131,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
 
     if set(args.preset or ()) & set(EXACT_PRESETS):  # runs on its own (seconds per call)
         return run_exact(args)
+    if set(args.preset or ()) & set(ORACLE_PRESETS):  # the oracle kit, on its own
+        return run_oracle(args)
     dtypes = args.dtype or ["float32"]
     cases: list[tuple[Case, Sequence[str] | None]] = []
     for name in args.preset or ([] if args.shape or args.sweep else ["prefill", "decode"]):

@@ -22,14 +22,16 @@ freqs      ``fn(x, freqs)``                     torch x ``(seq, batch, heads, d)
                                                 rotary_dim)`` (Megatron-core)
 =========  ===================================  ======================================
 
-Every input is a fresh array and the oracle reads its own copy before the call, so a
-target that overwrites its inputs cannot change what it is compared with. A target that
+Every input is a fresh array built from the case's seed, and the checker rebuilds its own
+copy for the oracle (`oracle_setup`), so a target that overwrites its inputs cannot change
+what it is compared with. A target that
 accepts a ``spec`` keyword gets the `RopeSpec`; one that accepts keywords named after its
 fields (``head_dim``, ``rotary_dim``, ``base``, ...) gets those.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,18 +41,23 @@ import numpy as np
 
 from rope_ref._core.frequencies import rope_angles, rope_cos_sin
 from rope_ref._core.spec import RopeSpec
+from rope_ref.cli.check.timeout import TargetTimeoutError, call_with_timeout
 from rope_ref.testing._compare import Setup, setup
-from rope_ref.testing._timeout import TargetTimeoutError, call_with_timeout
 
 __all__ = [
     "CONVENTIONS",
+    "LABELS",
     "POSITION_MODES",
     "TORCH_CONVENTIONS",
     "Calling",
     "Case",
     "OutputError",
+    "Returned",
     "TargetError",
     "TargetTimeoutError",
+    "call_target",
+    "input_of",
+    "oracle_setup",
     "run_case",
     "spec_keywords",
 ]
@@ -111,11 +118,16 @@ class Case:
 
 
 class TargetError(Exception):
-    """The checked callable raised (or exited); `error` is its exception."""
+    """The checked callable raised (or exited); `error` is its exception.
 
-    def __init__(self, error: BaseException) -> None:
+    `description` is the checker's one-line account of it, when it was written where the
+    exception was raised (the child process of `rope-ref check`).
+    """
+
+    def __init__(self, error: BaseException, description: str | None = None) -> None:
         super().__init__(f"{type(error).__name__}: {error}")
         self.error = error
+        self.description = description
 
 
 class OutputError(Exception):
@@ -284,55 +296,97 @@ def oracle_grid(case: Case, calling: Calling, spec: RopeSpec) -> np.ndarray:
     return np.expand_dims(p, 1 if calling.axes == "bhsd" else 2)
 
 
+#: Each result's label: the salt of its input's values and whether it has the heads of k.
+LABELS = {"x": (0, False), "q": (0, False), "xq": (0, False), "k": (1, True), "xk": (1, True)}
+
+
+@dataclass(frozen=True)
+class Returned:
+    """One result of a call of the target, as it came back: its label and the array."""
+
+    label: str
+    actual: Any
+
+
+def input_of(
+    calling: Calling, case: Case, spec: RopeSpec, label: str, device: str | None = None
+) -> Any:
+    """The array the target is given for `label`, rebuilt from the case's seed.
+
+    The checker rebuilds it on its side (on the CPU: `device`) rather than reading what
+    the target was given, so nothing the target does to its inputs reaches the oracle.
+    """
+    salt, k_heads = LABELS[label]
+    heads = (case.heads + 1) // 2 if k_heads else case.heads
+    values = _values(case, _x_shape(case, heads, spec.head_dim, calling), salt)
+    on = calling if device is None else dataclasses.replace(calling, device=device)
+    return _array(values, on)
+
+
+def oracle_setup(calling: Calling, case: Case, spec: RopeSpec, label: str) -> Setup:
+    """The oracle's setup of the result `label` of `case`: its own input, grid and axis."""
+    x = input_of(calling, case, spec, label, device="cpu")
+    return setup(x, spec, oracle_grid(case, calling, spec), seq_axis=calling.seq_axis)
+
+
 def run_case(fn: Callable[..., Any], calling: Calling, case: Case, spec: RopeSpec) -> list[Output]:
     """Call `fn` on `case` through `calling`; return each result with its oracle setup.
 
     Raises `TargetError` when `fn` raises or exits, `TargetTimeoutError` when it does not
     return in time, and `OutputError` for a malformed result.
     """
-    d, h = spec.head_dim, case.heads
-    grid = oracle_grid(case, calling, spec)
-    axis = calling.seq_axis
+    return [
+        Output(r.label, oracle_setup(calling, case, spec, r.label), r.actual)
+        for r in call_target(fn, calling, case, spec)
+    ]
+
+
+def call_target(
+    fn: Callable[..., Any], calling: Calling, case: Case, spec: RopeSpec
+) -> list[Returned]:
+    """Build the inputs of `case`, call `fn` through `calling`, return its results.
+
+    Raises `TargetError` when `fn` raises or exits, `TargetTimeoutError` when it does not
+    return in time, and `OutputError` for a malformed result.
+    """
+
+    def given(label: str) -> Any:
+        return input_of(calling, case, spec, label)
+
     if calling.convention == "plain":
-        x = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
-        oracle = setup(x, spec, grid, seq_axis=axis)  # a copy, taken before the call
+        x = given("x")
         if calling.positions == "offset":
             arg: Any = int(case.positions[0])
         else:
             arg = _positions_arg(case.positions, calling)
         y = _call(fn, calling, spec, x, arg)
-        return [Output("x", oracle, x if calling.in_place else _array_like(y, "x"))]
+        return [Returned("x", x if calling.in_place else _array_like(y, "x"))]
     if calling.convention == "hf":
-        hk = (h + 1) // 2
-        q = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
-        k = _array(_values(case, _x_shape(case, hk, d, calling), 1), calling)
-        setups = (setup(q, spec, grid, seq_axis=axis), setup(k, spec, grid, seq_axis=axis))
+        q, k = given("q"), given("k")
         rows = case.positions if case.positions.ndim == 2 else case.positions[None, :]
         cos, sin = _tables(spec, rows)
         cos_t = _array(_full_width(cos, spec.layout), calling)
         sin_t = _array(_full_width(sin, spec.layout), calling)
         result = _call(fn, calling, spec, q, k, cos_t, sin_t)
         q_out, k_out = (q, k) if calling.in_place else _pair(result, ("q", "k"))
-        return [Output("q", setups[0], q_out), Output("k", setups[1], k_out)]
-    x = _array(_values(case, _x_shape(case, h, d, calling), 0), calling)
-    x_setup = setup(x, spec, grid, seq_axis=axis)
+        return [Returned("q", q_out), Returned("k", k_out)]
+    x = given("x")
     if calling.convention in ("full", "freqs"):
         y = _call(fn, calling, spec, x, *_full_tables(spec, case.positions, calling))
-        return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]
+        return [Returned("x", x if calling.in_place else _array_like(y, "x"))]
     cos, sin = _tables(spec, case.positions)
     if calling.convention == "cos_sin":
         cos_t, sin_t = (_array(t, calling) for t in (cos, sin))
         y = _call(fn, calling, spec, x, cos_t, sin_t)
-        return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]
+        return [Returned("x", x if calling.in_place else _array_like(y, "x"))]
     import torch
 
     complex_dtype = torch.complex128 if calling.dtype == "float64" else torch.complex64
     freqs_cis = torch.from_numpy(cos + 1j * sin).to(device=calling.device, dtype=complex_dtype)
     if _n_positional(fn) == 3:
-        k = _array(_values(case, _x_shape(case, (h + 1) // 2, d, calling), 1), calling)
-        k_setup = setup(k, spec, grid, seq_axis=axis)
+        k = given("xk")
         result = _call(fn, calling, spec, x, k, freqs_cis)
         q_out, k_out = (x, k) if calling.in_place else _pair(result, ("xq", "xk"))
-        return [Output("xq", x_setup, q_out), Output("xk", k_setup, k_out)]
+        return [Returned("xq", q_out), Returned("xk", k_out)]
     y = _call(fn, calling, spec, x, freqs_cis)
-    return [Output("x", x_setup, x if calling.in_place else _array_like(y, "x"))]
+    return [Returned("x", x if calling.in_place else _array_like(y, "x"))]

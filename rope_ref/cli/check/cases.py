@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case
+from rope_ref.cli.check.conventions import TORCH_CONVENTIONS, Calling, Case
+from rope_ref.testing._args import CheckArgs
 
 __all__ = ["CheckConfig", "drawn_cases", "probe_case", "probe_positions", "single_case"]
 
@@ -35,6 +37,15 @@ class CheckConfig:
     def convention(self) -> str:
         """The calling convention's name."""
         return self.calling.convention
+
+    @functools.cached_property
+    def judging(self) -> CheckArgs:
+        """The checker's keywords every result is compared under (built and checked once)."""
+        return CheckArgs(
+            angle_dtype=self.model_angle_dtype,
+            dtype=self.result_dtype,
+            position_dtype=self.position_dtype,
+        )
 
     @property
     def model_angle_dtype(self) -> str | None:
@@ -79,6 +90,7 @@ def probe_case(cfg: CheckConfig, positions: np.ndarray | None = None) -> Case:
 
 
 def single_case(cfg: CheckConfig, position: int) -> Case:
+    """A case of one token at `position` (one batch row, one head)."""
     p = shape_positions(cfg, np.array([position], dtype=np.int64), 1)
     return Case(batch=1, heads=1, seq=1, positions=p, seed=1)
 

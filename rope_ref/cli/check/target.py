@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rope_ref.testing._conventions import TargetError
+from rope_ref.cli.check.conventions import TargetError
 
 __all__ = ["UsageError", "describe_exception", "load_target", "parse_target"]
 

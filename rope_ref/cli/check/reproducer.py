@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._check_cases import CheckConfig
-from rope_ref.testing._conventions import TORCH_CONVENTIONS, Calling, Case, _x_shape
+from rope_ref.cli.check.cases import CheckConfig
+from rope_ref.cli.check.conventions import TORCH_CONVENTIONS, Calling, Case, _x_shape
 
 __all__ = ["reproducer"]
 

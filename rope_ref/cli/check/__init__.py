@@ -160,6 +160,9 @@ def _run(args: argparse.Namespace) -> int:
     outcome = _run_with_progress(args.target, cfg)
     if outcome.kind == "usage":
         return _usage_error(args, outcome.message)
+    if outcome.kind == "interrupted":  # Ctrl-C: no verdict, the shell's status for SIGINT
+        print(f"rope-ref check: {outcome.message}", file=sys.stderr)
+        return 130
     status = 1 if outcome.report is None else outcome.report.exit_status
     if args.json:
         print(outcome_json(args.target, outcome, status))
@@ -191,8 +194,8 @@ def _run_with_progress(target: str, cfg: Any) -> Any:
     The bar on stderr counts the calls of the target against the examples asked for;
     shrinking and the layout probe add calls past them.
     """
+    from rope_ref.cli.check.supervise import run_supervised
     from rope_ref.cli.progress import Progress
-    from rope_ref.testing._supervise import run_supervised
 
     calls = 0
     with Progress("rope-ref check", total=cfg.examples) as bar:
@@ -206,14 +209,14 @@ def _run_with_progress(target: str, cfg: Any) -> Any:
 
 
 def _setup(args: argparse.Namespace) -> Any:
+    from rope_ref.cli.check.engine import CheckConfig, UsageError
+    from rope_ref.cli.check.target import parse_target
     from rope_ref.cli.check_options import (
         OptionError,
         calling_from_args,
         check_options,
         spec_from_args,
     )
-    from rope_ref.testing._check import CheckConfig, UsageError
-    from rope_ref.testing._target import parse_target
 
     check_options(args)
     spec = spec_from_args(args)
@@ -253,12 +256,29 @@ def _describe_spec(spec: Any) -> str:
     return text
 
 
+#: The shape of x in each axis order (`--axes`).
+_X_SHAPES = {
+    "bhsd": "(batch, heads, seq, head_dim)",
+    "bshd": "(batch, seq, heads, head_dim)",
+    "sbhd": "(seq, batch, heads, head_dim)",
+}
+
+
+def _convention_line(calling: Any) -> str:
+    """The convention's description, with x's shape in the axis order actually used."""
+    from rope_ref.cli.check_options import default_axes
+
+    text = _CONVENTION_HELP[calling.convention]
+    default = _X_SHAPES[default_axes(calling.convention)]
+    return text.replace(default, _X_SHAPES[calling.axes], 1)
+
+
 def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
     calling = cfg.calling
     strict = " (strict)" if cfg.angle_dtype == "float64" else ""
     lines = [
         f"rope-ref check {args.target}",
-        f"  convention: {calling.convention}: {_CONVENTION_HELP[calling.convention]}",
+        f"  convention: {calling.convention}: {_convention_line(calling)}",
         f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
         f"{calling.positions}{', in place' if calling.in_place else ''}",
         f"  spec: {_describe_spec(cfg.spec)}",

@@ -7,7 +7,7 @@ daemon thread that is abandoned when the limit passes. A call that returns after
 limit (it swallowed the timer's exception, or ignored the signal) is a timeout as well.
 
 This is the polite limit: `rope-ref check` runs its target in a child process whose
-supervisor kills it when a call outlives the limit (see `rope_ref.testing._supervise`);
+supervisor kills it when a call outlives the limit (see `rope_ref.cli.check.supervise`);
 `set_call_monitor` is how the child tells it when calls start and end.
 """
 

@@ -1,40 +1,58 @@
 """The engine of `rope-ref check`: drive a callable with Hypothesis, shrink, diagnose.
 
-Nothing here prints; `rope_ref.cli.check` turns a `Report` into text and an exit status.
+The engine never calls the target itself: it calls a `Caller`, which runs the target on a
+case and hands back its results (`rope-ref check`'s caller runs it in a child process and
+returns data). The oracle's inputs are rebuilt here from the case, so the verdict does not
+depend on anything the target can reach. Nothing here prints; `rope_ref.cli.check` turns a
+`Report` into text and an exit status.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref.testing._check_cases import (
+from rope_ref.cli.check.cases import (
     CheckConfig,
     drawn_cases,
     probe_case,
     probe_positions,
     single_case,
 )
-from rope_ref.testing._compare import Comparison, compare
-from rope_ref.testing._conventions import (
+from rope_ref.cli.check.conventions import (
     Case,
     OutputError,
+    Returned,
     TargetError,
     TargetTimeoutError,
-    run_case,
+    oracle_setup,
 )
+from rope_ref.cli.check.target import UsageError, describe_exception, load_target
+from rope_ref.testing._compare import Comparison
 from rope_ref.testing._describe import describe_worst
 from rope_ref.testing._diagnosis import Diagnosis, diagnose
 from rope_ref.testing._report import PRECISION_CLASSES, max_angle_error, precision_class
-from rope_ref.testing._target import UsageError, describe_exception, load_target
 from rope_ref.testing._tolerance import max_checkable_position
 
-__all__ = ["CheckConfig", "Report", "UsageError", "check", "describe_exception", "load_target"]
+__all__ = [
+    "Caller",
+    "CheckConfig",
+    "Report",
+    "UsageError",
+    "check",
+    "describe_exception",
+    "load_target",
+]
+
+#: Runs the target on a case under a spec and returns its results: in `rope-ref check`, a
+#: call of the target in the child process (`rope_ref.cli.check.supervise`), its results
+#: as data.
+Caller = Callable[[Case, RopeSpec], list[Returned]]
 
 
 @dataclass
@@ -42,7 +60,7 @@ class Evaluation:
     """One call of the checked function: comparisons, or what went wrong."""
 
     comparisons: list[tuple[str, Comparison]] = field(default_factory=list)
-    error: BaseException | None = None
+    error: str | None = None  # what the target raised, described
     output_error: str | None = None
     max_ulps: float | None = None  # largest ulp error of the results, once judged in ulps
     ulps_failure: str | None = None  # the worst element, when over the bound in ulps
@@ -113,34 +131,33 @@ LAYOUT_PROBE_MAX = 2048
 # -- evaluating --------------------------------------------------------------------------------
 
 
-def evaluate(fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, case: Case) -> Evaluation:
-    """Call `fn` on `case` and compare every result with the oracle."""
+def evaluate(call: Caller, cfg: CheckConfig, spec: RopeSpec, case: Case) -> Evaluation:
+    """Run the target on `case` and compare every result with the oracle.
+
+    The oracle's setup of each result is rebuilt here from `case` and `spec` (copies the
+    target never sees), not read from what the call returns.
+    """
     import warnings
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checked code's warnings are not verdicts
-            outputs = run_case(fn, cfg.calling, case, spec)
+            returned = call(case, copy.deepcopy(spec))  # the target's copy, never the oracle's
     except TargetError as err:
-        return Evaluation(error=err.error)
+        return Evaluation(error=err.description or describe_exception(err.error))
     except OutputError as err:
         return Evaluation(output_error=str(err))
     evaluation = Evaluation()
-    for out in outputs:
+    for out in returned:
+        s = oracle_setup(cfg.calling, case, spec, out.label)
         shape = tuple(getattr(out.actual, "shape", ()))
-        if shape != out.setup.x.shape:
+        if shape != s.x.shape:
             evaluation.output_error = (
-                f"the result for {out.label} has shape {shape}; expected {out.setup.x.shape}."
+                f"the result for {out.label} has shape {shape}; expected {s.x.shape}."
             )
             return evaluation
         try:
-            c = compare(
-                out.actual,
-                out.setup,
-                angle_dtype=cfg.model_angle_dtype,
-                position_dtype=cfg.position_dtype,
-                dtype=cfg.result_dtype,
-            )
+            c = cfg.judging.compare(out.actual, s)
         except (TypeError, ValueError) as err:
             evaluation.output_error = f"the result for {out.label} cannot be compared: {err}"
             return evaluation
@@ -152,14 +169,14 @@ def _spec_with_layout(spec: RopeSpec, layout: str) -> RopeSpec:
     return dataclasses.replace(spec, layout=layout)  # type: ignore[arg-type]
 
 
-def detect_layout(fn: Callable[..., Any], cfg: CheckConfig) -> tuple[str, str]:
+def detect_layout(call: Caller, cfg: CheckConfig) -> tuple[str, str]:
     """The layout to check against, and a note on how it was chosen."""
     if cfg.layout != "auto":
         return cfg.layout, "as the spec says" if cfg.layout == cfg.spec.layout else "as given"
     scores: dict[str, float] = {}
     small = probe_positions(min(cfg.max_position, LAYOUT_PROBE_MAX))  # inside float16's range
     for layout in ("half", "interleaved"):
-        ev = evaluate(fn, cfg, _spec_with_layout(cfg.spec, layout), probe_case(cfg, small))
+        ev = evaluate(call, cfg, _spec_with_layout(cfg.spec, layout), probe_case(cfg, small))
         worst = ev.worst()
         if ev.error is not None or ev.output_error is not None or worst is None:
             scores[layout] = np.inf
@@ -207,9 +224,7 @@ class _Stats:
                 self.max_angle_error = max(self.max_angle_error, max_angle_error(c))
 
 
-def search(
-    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec
-) -> tuple[_Stats, _MismatchError | None]:
+def search(call: Caller, cfg: CheckConfig, spec: RopeSpec) -> tuple[_Stats, _MismatchError | None]:
     """Run Hypothesis over drawn cases; return statistics and the shrunk failure, if any."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
@@ -229,7 +244,7 @@ def search(
     )
     @given(drawn_cases(cfg))
     def run(case: Case) -> None:
-        ev = evaluate(fn, cfg, spec, case)
+        ev = evaluate(call, cfg, spec, case)
         if cfg.max_ulps is not None and ev.ok:  # a result the tolerance accepts, in ulps
             ev.judge_ulps(cfg.max_ulps)
         stats.add(ev)
@@ -282,14 +297,12 @@ def _threshold(c: Comparison) -> tuple[int, int] | None:
     return (last_good, first_bad) if last_good < first_bad else None
 
 
-def _refine(
-    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, bounds: tuple[int, int]
-) -> int:
+def _refine(call: Caller, cfg: CheckConfig, spec: RopeSpec, bounds: tuple[int, int]) -> int:
     """Smallest failing position between `bounds` (bisection with one-token calls)."""
     good, bad = bounds
     while bad - good > 1:
         mid = (good + bad) // 2
-        if evaluate(fn, cfg, spec, single_case(cfg, mid)).ok:
+        if evaluate(call, cfg, spec, single_case(cfg, mid)).ok:
             good = mid
         else:
             bad = mid
@@ -297,29 +310,29 @@ def _refine(
 
 
 def explain(
-    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, found: _MismatchError
+    call: Caller, cfg: CheckConfig, spec: RopeSpec, found: _MismatchError
 ) -> tuple[Diagnosis | None, str | None]:
     """Diagnosis of a failure: from the probe case when it tells more, else the minimum."""
     minimal, worst, _ = _diagnose_evaluation(found.evaluation)
-    probe = evaluate(fn, cfg, spec, probe_case(cfg))
+    probe = evaluate(call, cfg, spec, probe_case(cfg))
     from_probe, _, c = _diagnose_evaluation(probe)
     if from_probe is None or c is None or from_probe.cause == "unknown":
         return minimal, worst
     bounds = _threshold(c)
     if from_probe.cause in ("identity", "position_range") and bounds is not None:
-        first_bad = _refine(fn, cfg, spec, bounds)
+        first_bad = _refine(call, cfg, spec, bounds)
         near = np.arange(max(first_bad - 3, 1), min(first_bad + 3, cfg.max_position + 1))
-        sharper = evaluate(fn, cfg, spec, probe_case(cfg, np.concatenate([[0, 1], near])))
+        sharper = evaluate(call, cfg, spec, probe_case(cfg, np.concatenate([[0, 1], near])))
         refined, _, _ = _diagnose_evaluation(sharper)
         if refined is not None and refined.cause == from_probe.cause:
             return refined, worst
     return from_probe, worst
 
 
-def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
-    """Check `fn` under `cfg` and return the verdict."""
+def check(call: Caller, cfg: CheckConfig) -> Report:
+    """Check the target that `call` runs under `cfg` and return the verdict."""
     try:
-        return _check(fn, cfg)
+        return _check(call, cfg)
     except TargetTimeoutError as err:
         return Report(
             status="error",
@@ -331,12 +344,12 @@ def check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
         )
 
 
-def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
+def _check(call: Caller, cfg: CheckConfig) -> Report:
     asked = cfg.max_position
     judged = cfg.result_dtype or cfg.calling.dtype
     limit = max_checkable_position(cfg.spec, judged, angle_dtype=cfg.model_angle_dtype or "float32")
     cfg = dataclasses.replace(cfg, max_position=min(asked, limit))
-    report = _search_and_report(fn, cfg)
+    report = _search_and_report(call, cfg)
     if asked > limit and report.status == "conformant":
         report.status = "not_checkable"
         report.checkable_to = limit
@@ -349,11 +362,11 @@ def _check(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     return report
 
 
-def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
-    layout, note = detect_layout(fn, cfg)
+def _search_and_report(call: Caller, cfg: CheckConfig) -> Report:
+    layout, note = detect_layout(call, cfg)
     spec = _spec_with_layout(cfg.spec, layout)
     try:
-        stats, found = search(fn, cfg, spec)
+        stats, found = search(call, cfg, spec)
     except Exception as err:  # Hypothesis gave up (e.g. a flaky, non-deterministic target)
         return Report(
             status="error",
@@ -363,7 +376,7 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
             error=f"the search could not complete: {describe_exception(err)}",
         )
     model = ""
-    sample = evaluate(fn, cfg, spec, single_case(cfg, 1))
+    sample = evaluate(call, cfg, spec, single_case(cfg, 1))
     if sample.comparisons and sample.comparisons[0][1].model is not None:
         model = sample.comparisons[0][1].model.describe()
     report = Report(
@@ -379,39 +392,52 @@ def _search_and_report(fn: Callable[..., Any], cfg: CheckConfig) -> Report:
     )
     if cfg.max_ulps is not None:
         report.max_ulps = stats.max_ulps
-        check_probe_ulps(fn, cfg, spec, report)
+        check_probe_ulps(call, cfg, spec, report)
     if found is None:
         return report
     report.counterexample = found.case
     ev = found.evaluation
     if ev.error is not None:
         report.status = "error"
-        report.error = f"the checked function raised {describe_exception(ev.error)}"
+        report.error = f"the checked function raised {ev.error}"
     elif ev.output_error is not None:
         report.status = "error"
         report.error = ev.output_error
     elif ev.ulps_failure is not None:  # within the tolerance, over the bound in ulps
         report.worst = ev.ulps_failure
     else:
+        _angles_of_counterexample(report, ev)
         try:
-            report.diagnosis, report.worst = explain(fn, cfg, spec, found)
+            report.diagnosis, report.worst = explain(call, cfg, spec, found)
         except Exception as err:  # the probes call the checked code again
             report.details.append(f"no diagnosis: {describe_exception(err)}")
     return report
 
 
-def check_probe_ulps(
-    fn: Callable[..., Any], cfg: CheckConfig, spec: RopeSpec, report: Report
-) -> None:
+def _angles_of_counterexample(report: Report, ev: Evaluation) -> None:
+    """The precision class and angle error of a mismatch: those of the counterexample.
+
+    They are read from the first result that fails, the one whose assertion the
+    reproducer raises, so the summary and the replayed failure say the same numbers.
+    """
+    failing = next((c for _, c in ev.comparisons if not c.ok), None)
+    if failing is not None:
+        report.precision = precision_class(failing)
+        report.max_angle_error = max_angle_error(failing)
+
+
+def check_probe_ulps(call: Caller, cfg: CheckConfig, spec: RopeSpec, report: Report) -> None:
     """Judge the probe case in ulps too; a result over ``cfg.max_ulps`` is a mismatch.
 
     ``report.max_ulps`` becomes the largest ulp error of the probe and the drawn examples.
     """
     assert cfg.max_ulps is not None
     case = probe_case(cfg)
-    ev = evaluate(fn, cfg, spec, case)
-    if not ev.comparisons:
-        return  # the call failed: the search reports that
+    ev = evaluate(call, cfg, spec, case)
+    if not ev.ok:  # raised, a malformed result, or out of the tolerance: not a pass
+        if report.status == "conformant":
+            _probe_failed(report, case, ev)
+        return
     ev.judge_ulps(cfg.max_ulps)
     assert ev.max_ulps is not None
     report.max_ulps = max(ev.max_ulps, report.max_ulps or 0.0)
@@ -419,3 +445,15 @@ def check_probe_ulps(
         report.status = "mismatch"
         report.counterexample = case
         report.worst = ev.ulps_failure
+
+
+def _probe_failed(report: Report, case: Case, ev: Evaluation) -> None:
+    """Mark a conformant `report` failed by the probe case, whose evaluation is `ev`."""
+    report.counterexample = case
+    report.status = "error" if ev.error is not None or ev.output_error is not None else "mismatch"
+    if ev.error is not None:
+        report.error = f"the checked function raised {ev.error} (on the probe case)"
+    elif ev.output_error is not None:
+        report.error = f"{ev.output_error} (on the probe case)"
+    else:
+        report.diagnosis, report.worst, _ = _diagnose_evaluation(ev)
