@@ -28,6 +28,7 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey._shims import patched
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _numpy, _quiet_import, _torch
+from rope_ref.cli.survey.positions import position_sets
 
 __all__ = ["GROUP", "MAX_MODEL_LEN", "VllmEntry"]
 
@@ -44,8 +45,6 @@ class VllmEntry(Entry):
 
     def position_sets(self, max_position: int) -> list[np.ndarray]:
         """The survey's positions, at most the configured maximum length less one."""
-        from rope_ref.cli.survey.run import position_sets
-
         plain = Entry(self.peer, self.settings, self.spec, self.run, self.positions)
         return position_sets(plain, min(max_position, MAX_MODEL_LEN - 1))
 
