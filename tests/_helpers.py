@@ -6,12 +6,16 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+import rope_ref as rr
 from rope_ref._core.compat import to_numpy
+from tests._independent import rotate_pairs
 
 
 def host(a) -> np.ndarray:
@@ -74,3 +78,50 @@ def run_on_two_cpu_devices(code: str) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
+
+
+def uniform(shape: int | tuple[int, ...], seed: int) -> np.ndarray:
+    """Values drawn uniformly from [-1, 1) by a NumPy generator seeded with `seed`."""
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
+
+
+def inv_freq64(d: int, base: float = 10000.0) -> np.ndarray:
+    """RoPE's inverse frequencies ``base ** (-2j / d)`` in float64, by their formula."""
+    return np.asarray(base ** (-np.arange(0, d, 2, dtype=np.float64) / d), dtype=np.float64)
+
+
+def rope_rotate_half(x: np.ndarray, positions: np.ndarray, base: float = 10000.0) -> np.ndarray:
+    """RoPE by its formula in float64: pair j of features (j, j + d/2) turned by p base^(-2j/d)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[-1] // 2
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * base ** (
+        -2.0 * np.arange(n) / (2 * n)
+    )
+    a, b = x[..., :n], x[..., n:]
+    return np.concatenate([a * np.cos(angle) - b * np.sin(angle),
+                           b * np.cos(angle) + a * np.sin(angle)], axis=-1)  # fmt: skip
+
+
+def warning_of_from_hf(config: dict[str, Any], **kwargs: Any) -> warnings.WarningMessage:
+    """The one warning `RopeSpec.from_hf(config, **kwargs)` gives (asserted to be exactly one)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rr.RopeSpec.from_hf(config, **kwargs)
+    assert len(caught) == 1
+    return caught[0]
+
+
+# Positions from 0 to 4000, dense at the start (diagnoses read shifts and bases off them).
+SPARSE_POSITIONS = np.array([0, 1, 2, 3, 5, 8, 13, 100, 1000, 4000])
+
+# Six three-axis M-RoPE positions (temporal, height, width), no two rows alike.
+GRID_3_AXES = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
+
+
+def chunked_mrope(
+    x: np.ndarray, grid: np.ndarray, sections: tuple[int, ...], base: float = 10000.0
+) -> np.ndarray:
+    """Chunked M-RoPE written out: pair j turns with the axis whose section holds it."""
+    d = x.shape[-1]
+    axis = np.repeat(np.arange(len(sections)), sections)
+    return rotate_pairs(x, grid[:, axis] * inv_freq64(d, base))

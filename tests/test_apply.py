@@ -189,3 +189,84 @@ def test_apply_rope_qk_decode_positions(xp, np_rng):
     q3, k3 = rr.apply_rope_qk(q, k, None, xp.asarray([3]), k_positions=xp.asarray(range(6)))
     assert max_abs(q3, rr.apply_rope(q, positions=xp.asarray([3]))) == 0.0
     assert max_abs(k3, rr.apply_rope(k)) == 0.0
+
+
+@pytest.mark.parametrize("form", ["rotate_half", "complex", "matrix"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_every_form_rotates_by_the_formula_and_writes_the_output_layout(form, inverse):
+    """Catches: the complex form turning the other way (``sin / 1j``), or the pairs not
+    rewritten in `output_layout`."""
+    x = np.random.default_rng(1).standard_normal((3, 8))
+    spec = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    phi = np.arange(3)[:, None] * rr.inv_freq(spec) * (-1.0 if inverse else 1.0)
+    if inverse:  # the inverse reads the pairs from the written (half) layout
+        a, b = x[:, :4], x[:, 4:]
+    else:
+        a, b = x[:, 0::2], x[:, 1::2]
+    first, second = a * np.cos(phi) - b * np.sin(phi), b * np.cos(phi) + a * np.sin(phi)
+    if inverse:  # and writes them back in the interleaved layout
+        want = np.stack([first, second], axis=-1).reshape(3, 8)
+    else:
+        want = np.concatenate([first, second], axis=-1)
+    got = rr.apply_rope(x, spec, form=form, inverse=inverse)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_the_default_form_is_the_real_formula_to_the_last_bit(layout):
+    """Catches: the forms' dispatch inverted (the default ``rotate_half`` form computed as a
+    complex product, which rounds differently). With power-of-two frequencies and integer
+    positions the angles are exact, so ``a cos - b sin`` and ``b cos + a sin``, each rounded
+    once per operation, are the result bit for bit."""
+    freqs = [1.0, 0.5, 0.25, 0.125]
+    spec = rr.RopeSpec(8, freqs=freqs, layout=layout)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((300, 8)) * rng.choice([1e-3, 1.0, 1e3], size=(300, 8))
+    p = rng.integers(0, 10**6, size=300)
+    phi = p[:, None] * np.array(freqs)
+    c, s = np.cos(phi), np.sin(phi)
+    a, b = (x[:, :4], x[:, 4:]) if layout == "half" else (x[:, 0::2], x[:, 1::2])
+    first, second = a * c - b * s, b * c + a * s
+    if layout == "half":
+        want = np.concatenate([first, second], axis=-1)
+    else:
+        want = np.stack([first, second], axis=-1).reshape(300, 8)
+    np.testing.assert_array_equal(rr.apply_rope(x, spec, p), want)
+    np.testing.assert_array_equal(rr.apply_rope(x, spec, p, form="rotate_half"), want)
+
+
+@pytest.mark.parametrize(("rotary_dim", "rotary_start"), [(4, 0), (4, 1), (2, 1), (2, 2)])
+def test_single_pass_through_features_are_kept(rotary_dim, rotary_start):
+    """Catches: a pass-through part of one feature dropped from the output (head_dim 5 with
+    4 rotated: one feature is left before or after the rotated slice)."""
+    spec = rr.RopeSpec(5, rotary_dim=rotary_dim, rotary_start=rotary_start)
+    x = np.random.default_rng(8).standard_normal((3, 5))
+    n = rotary_dim // 2
+    phi = np.arange(3)[:, None] * 10000.0 ** (-np.arange(n) * 2.0 / rotary_dim)
+    stop = rotary_start + rotary_dim
+    a, b = x[:, rotary_start : rotary_start + n], x[:, rotary_start + n : stop]
+    c, s = np.cos(phi), np.sin(phi)
+    rotated = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    want = np.concatenate([x[:, :rotary_start], rotated, x[:, stop:]], axis=-1)
+    got = rr.apply_rope(x, spec)
+    assert got.shape == (3, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+
+def test_interleaved_features_map_to_half_features_by_non_negative_indices():
+    """Catches: the half index of the second member of a pair written ``j - n`` (NumPy's
+    take wraps it round to ``j + n``, PyTorch's refuses it). Interleaved feature ``2j`` is
+    half feature ``j``; ``2j + 1`` is half feature ``j + n``."""
+    torch = pytest.importorskip("torch")
+    from rope_ref._core.reference import half_index_of_interleaved
+
+    for n in (1, 2, 5):
+        order = [h for j in range(n) for h in (j, j + n)]
+        assert half_index_of_interleaved(n) == order
+    spec = rr.RopeSpec(4, freqs=[1.0, 0.5], layout="interleaved")
+    x = np.random.default_rng(9).standard_normal((3, 4))
+    phi = np.arange(3)[:, None] * np.array([1.0, 0.5])
+    a, b, c, s = x[:, 0::2], x[:, 1::2], np.cos(phi), np.sin(phi)
+    want = np.stack([a * c - b * s, b * c + a * s], axis=-1).reshape(3, 4)
+    got = rr.apply_rope(torch.as_tensor(x), spec, form="matrix").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)

@@ -178,3 +178,14 @@ def test_bad_input_names_the_parameter(args, kwargs, error, match):
 def test_integer_input_is_a_type_error():
     with pytest.raises(TypeError, match="`q` must have a real floating dtype"):
         attention.softmax_attention(np.ones((2, 4), int), np.ones((2, 4)), np.ones((2, 1)))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_attention_of_no_tokens_is_empty(causal: bool) -> None:
+    """No queries and no keys: an empty result, as linear_attention gives (it was NumPy's
+    "zero-size array to reduction operation maximum")."""
+    q, v = np.ones((2, 0, 8)), np.ones((2, 0, 3))
+    for attend in (rr.attention.softmax_attention, rr.attention.linear_attention):
+        out = attend(q, q, v, causal=causal)
+        assert out.shape == (2, 0, 3)
+        assert out.dtype == np.float64

@@ -8,6 +8,7 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +262,49 @@ def test_example_json_has_the_numbers(capsys):
     assert report["rotated"][1][:2] == pytest.approx([-math.sin(1), math.cos(1)])
     scores = {s["score"] for s in report["relative_scores"] if s["n"] - s["m"] == 1}
     assert max(scores) - min(scores) < 1e-12
+
+
+TARGET = "tests.check_targets:correct_half"
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--base", "nan"], "--base must be finite; got nan."),
+        (["--rotary-dim", "3"], "--rotary-dim must be even; got 3."),
+        (["--rotary-start", "-1"], "--rotary-start must be at least 0; got -1."),
+        (["--examples", "0"], "--examples must be between 1 and 1000000; got 0."),
+    ],
+)
+def test_check_usage_errors_go_to_stderr_naming_the_option(
+    capsys: pytest.CaptureFixture[str], options: list[str], line: str
+) -> None:
+    """A bad `rope-ref check` option: exit 2, one line on stderr naming it, stdout empty."""
+    status = main(["check", TARGET, "--convention", "plain", *options])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.out == ""
+    assert captured.err == f"rope-ref check: error: {line}\n"
+
+
+def test_check_json_usage_error_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --json the usage error is the JSON verdict on stdout, naming --base."""
+    import json
+
+    status = main(["check", TARGET, "--convention", "plain", "--json", "--base", "inf"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 2
+    assert data["verdict"] == "usage_error"
+    assert data["error"] == "--base must be finite; got inf."
+
+
+def test_plot_refuses_an_empty_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out ''` is a usage error; it used to write decay.png into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["plot", "decay", "--out", ""])
+    assert stop.value.code == 2
+    assert "--out must name a file or a directory; got ''" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

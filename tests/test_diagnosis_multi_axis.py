@@ -10,6 +10,11 @@ import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
+from tests._helpers import GRID_3_AXES as GRID
+from tests._helpers import chunked_mrope as _mrope
+from tests._helpers import inv_freq64 as _inv
+from tests._helpers import uniform as _x
+from tests._independent import rotate_pairs
 
 
 def _rotate_half(x, angles):
@@ -75,3 +80,49 @@ def test_interleaved_code_on_sections_that_overrun_the_pairs_is_named_with_its_s
     # and that spec is the code's: it passes
     spec = rr.RopeSpec(d, sections=(22, 21, 21), section_order="interleaved")
     assert diagnose(y, x, spec, grid) is None
+
+
+def test_an_unknown_multi_axis_mismatch_names_the_failing_rows_positions_per_axis():
+    """Catches: a multi-axis grid flattened to one row for the message (which then raises)."""
+    spec = rr.RopeSpec(16, sections=(2, 3, 3))
+    rng = np.random.default_rng(9)
+    p = np.array([[1, 0, 2], [4, 6, 1], [8, 3, 5], [5, 7, 4], [2, 2, 3]])
+    x = rng.uniform(-1.0, 1.0, (5, 16))
+    wrong = rr.apply_rope(x, spec, p)
+    wrong[3] = rng.uniform(-1.0, 1.0, 16)  # one row of noise
+    found = diagnose(wrong, x, spec, p)
+    assert found is not None
+    assert found.cause == "unknown"
+    assert "failing rows sit at positions axis 0: 5 to 5, axis 1: 7 to 7, axis 2: 4 to 4" in (
+        found.message
+    )
+
+
+def test_multi_axis_positions_read_in_another_axis_order_are_named():
+    x = _x((GRID.shape[0], 16), 35)
+    y = _mrope(x, GRID[:, [1, 0, 2]], (2, 3, 3))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message.startswith("the position axes are read in the order [1, 0, 2] ")
+
+
+@pytest.mark.parametrize("axis", [0, 2])
+def test_multi_axis_positions_collapsed_to_one_axis_name_that_axis(axis):
+    x = _x((GRID.shape[0], 16), 36)
+    y = rotate_pairs(x, GRID[:, axis : axis + 1] * _inv(16))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message.startswith(f"the result is 1-D RoPE at the positions of axis {axis} ")
+
+
+def test_multi_axis_result_with_a_common_split_of_the_pairs_names_it():
+    """Catches: the common section splits not tried (they are not a permutation of the
+    spec's)."""
+    x = _x((GRID.shape[0], 16), 40)
+    y = _mrope(x, GRID, (2, 3, 3))
+    found = diagnose(y, x, rr.RopeSpec(16, sections=(4, 2, 2)), GRID)
+    assert found is not None
+    assert found.cause == "sections"
+    assert found.message == "the sections are [2, 3, 3], not the spec's [4, 2, 2]."

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
+from rope_ref._core import validation
 
 
 @pytest.mark.parametrize(
@@ -508,3 +509,30 @@ def test_dask_queries_or_keys_of_unknown_size_are_refused_by_name():
     np.testing.assert_allclose(
         rr.apply_rope(rows, SPEC8).compute(), rr.apply_rope(K.repeat(2, 0)[:6], SPEC8)
     )
+
+
+def test_rotation_matrix_takes_seq_len_and_role_by_name_only():
+    """Catches: the keyword-only marker of `rotation_matrix` dropped."""
+    with pytest.raises(TypeError):
+        rr.rotation_matrix(rr.RopeSpec(4), 1.0, 8.0)  # type: ignore[call-arg]
+
+
+def test_real_checks_at_their_edges():
+    """Catches: 0 refused as non-negative; a Python int past float range not caught."""
+    assert validation.check_nonnegative("x", 0.0) == 0.0
+    assert validation.check_nonnegative("x", 0) == 0.0
+    with pytest.raises(ValueError, match=r"`x` must be non-negative; got -0\.5"):
+        validation.check_nonnegative("x", -0.5)
+    with pytest.raises(ValueError, match=r"`x` must be finite; got inf"):
+        validation.check_real("x", 10**400)
+    with pytest.raises(ValueError, match=r"`x` must be finite; got -inf"):
+        validation.check_real("x", -(10**400))
+
+
+@pytest.mark.parametrize(("offset", "error"), [("x", TypeError), (float("nan"), ValueError)])
+def test_rope_atol_names_a_bad_offset(offset: object, error: type[Exception]) -> None:
+    """`rope_atol(offset="x")` names `offset` (it was NumPy's "could not convert string")."""
+    from rope_ref.testing import rope_atol
+
+    with pytest.raises(error, match="`offset`"):
+        rope_atol(rr.RopeSpec(8), [1, 2], dtype="float32", offset=offset)

@@ -382,3 +382,26 @@ def test_rows_that_take_the_original_length_write_it():
         assert isinstance(written, dict)
         assert written["rope_type"] == rope_type
         assert ("original_max_position_embeddings" in written) == row.needs_original, rope_type
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8}
+
+
+@pytest.mark.parametrize("strict", ["yes", 1, None])
+def test_from_hf_strict_must_be_a_bool(strict: object) -> None:
+    """`strict` is True or False; "yes" used to be read as True without a word."""
+    with pytest.raises(TypeError, match="`strict` must be True or False"):
+        rr.RopeSpec.from_hf(LLAMA, strict=strict)
+    with pytest.raises(TypeError, match="`strict` must be True or False"):
+        rr.RopeSpec.from_hf_layers(LLAMA | {"num_hidden_layers": 2}, strict=strict)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gemma3_text"])
+def test_a_layer_count_past_the_limit_is_refused(model_type: str) -> None:
+    """``num_hidden_layers`` above 2**20 is a ValueError, not a MemoryError or a hang."""
+    config = LLAMA | {"model_type": model_type, "head_dim": 8, "num_hidden_layers": 2**40}
+    for read in (rr.RopeSpec.from_hf, rr.RopeSpec.from_hf_layers):
+        with pytest.raises(ValueError, match=r"`num_hidden_layers` must be at most 2\*\*20"):
+            read(config)
+    layers = rr.RopeSpec.from_hf_layers(config | {"num_hidden_layers": 3})
+    assert [spec.head_dim if spec else None for spec in layers] == [8, 8, 8]

@@ -238,3 +238,10 @@ def test_python_ints_past_int64_are_rounded_once_to_float64():
 def test_spec_none_names_the_array_its_head_dim_came_from(call, name):
     with pytest.raises(ValueError, match=rf"`{name}` must give a valid head_dim when spec is None"):
         call()
+
+
+@pytest.mark.parametrize("position", [float("nan"), float("-inf")])
+def test_a_non_finite_scalar_position_is_shown(position: float) -> None:
+    """`rotation_matrix(spec, nan)` says ``got nan``, not "an array containing NaN"."""
+    with pytest.raises(ValueError, match=rf"`position` must be finite; got {position!r}\."):
+        rr.rotation_matrix(rr.RopeSpec(8), position)

@@ -6,6 +6,8 @@
   and ``apply_rotary_pos_emb_vision``.
 - M-RoPE position ids: HF's ``get_rope_index``.
 - rotary-embedding-torch's ``get_axial_freqs`` ("lang" and "pixel" frequencies).
+- M-RoPE sections read from HF configs and their families' defaults (Qwen3-VL, GLM-4V,
+  Cosmos 3).
 
 Tolerances, as in test_hf_conformance.py: the peers build inverse frequencies and angles in
 float32, so an angle is off by at most ``p * theta_j * (|ln theta_j| + 9) u`` with
@@ -17,6 +19,7 @@ float32: ``+ 2u max|x|``).
 from __future__ import annotations
 
 import functools
+import re
 import types
 from typing import Any
 
@@ -287,3 +290,151 @@ def test_sections_default_to_the_hf_modules_defaults(family):
     q_rr = rr.apply_rope(q, spec, positions)
     excess = np.abs(host(q_rr) - host(q_hf)) - _tol_per_element(spec, q, positions)
     assert np.all(excess <= 0), float(np.max(excess))
+
+
+def _m_rope_family(family: str) -> tuple[Any, Any]:
+    """A text-config class and its rotary module, for model types without `mrope_section`."""
+    transformers = pytest.importorskip("transformers")
+    models = transformers.models
+    return {
+        "glm4v": (transformers.Glm4vTextConfig,
+                  models.glm4v.modeling_glm4v.Glm4vTextRotaryEmbedding),
+        "glm4v_moe": (transformers.Glm4vMoeTextConfig,
+                      models.glm4v_moe.modeling_glm4v_moe.Glm4vMoeTextRotaryEmbedding),
+        "qwen3_vl_moe": (transformers.Qwen3VLMoeTextConfig,
+                         models.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeTextRotaryEmbedding),
+        "qwen3_omni_moe": (
+            models.qwen3_omni_moe.configuration_qwen3_omni_moe.Qwen3OmniMoeTextConfig,
+            models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerTextRotaryEmbedding),
+        "qwen3_5": (transformers.Qwen3_5TextConfig,
+                    models.qwen3_5.modeling_qwen3_5.Qwen3_5TextRotaryEmbedding),
+        "qwen3_vl": (transformers.Qwen3VLTextConfig,
+                     models.qwen3_vl.modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding),
+        "qwen3_5_moe": (transformers.Qwen3_5MoeTextConfig,
+                        models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeTextRotaryEmbedding),
+        "qwen4_exp": (models.qwen4_exp.configuration_qwen4_exp.Qwen4ExpTextConfig,
+                      models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextRotaryEmbedding),
+        # Classes that write their own default mrope_section (then the module's is unused).
+        "cosmos3_edge": (
+            models.cosmos3_edge.configuration_cosmos3_edge.Cosmos3EdgeTextConfig,
+            models.cosmos3_edge.modeling_cosmos3_edge.Cosmos3EdgeTextRotaryEmbedding),
+        "hy_v4_vl": (models.hy_v4_vl.configuration_hy_v4_vl.HYV4VLTextConfig,
+                     models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLRotaryEmbedding),
+    }[family]  # fmt: skip
+
+
+# Sizes whose rotated pairs HF's default sections fill exactly.
+_M_ROPE_SIZES = {
+    "glm4v": {"hidden_size": 256, "num_attention_heads": 4},  # 64 features, 32 pairs
+    "glm4v_moe": {"hidden_size": 512, "num_attention_heads": 4},  # half of 128 rotated
+    "qwen3_vl_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
+    "qwen3_omni_moe": {"hidden_size": 512, "num_attention_heads": 4},
+    "qwen3_5": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+    "qwen3_vl": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 128},
+    "qwen3_5_moe": {"hidden_size": 512, "num_attention_heads": 4, "head_dim": 256},  # quarter
+    "qwen4_exp": {"hidden_size": 256, "num_attention_heads": 4, "head_dim": 64},
+}
+
+
+_INTERLEAVED = ["qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp"]
+
+
+@pytest.mark.parametrize("family", sorted(_M_ROPE_SIZES))
+def test_m_rope_default_sections_are_the_hf_modules_own(family):
+    """Catches: any entry of a family's default `mrope_section` changed."""
+    config_cls, module_cls = _m_rope_family(family)
+    config = config_cls(**_M_ROPE_SIZES[family])
+    assert "mrope_section" not in config.rope_parameters
+    module = module_cls(config)
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.rotary_dim == 2 * module.inv_freq.numel()
+    assert spec.sections == tuple(module.mrope_section)
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", _INTERLEAVED)
+def test_interleaved_default_sections_one_pair_too_many_are_refused_naming_hf_default(family):
+    """Catches: the first entry of an interleaved family's default lowered by one (which
+    would make it fit a head one pair smaller than HF's default fills)."""
+    config_cls, module_cls = _m_rope_family(family)
+    sizes = dict(_M_ROPE_SIZES[family])
+    default = module_cls(config_cls(**sizes)).mrope_section
+    key = "head_dim" if "head_dim" in sizes else "hidden_size"  # the head is hidden // heads
+    sizes[key] = int(sizes[key] * (2 * sum(default) - 2) / (2 * sum(default)))
+    config = config_cls(**sizes)
+    assert module_cls(config).inv_freq.numel() == sum(default) - 1
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
+        rr.RopeSpec.from_hf(config)
+
+
+def test_glm4v_moe_head_is_hidden_size_over_heads_rounded_down_as_hf():
+    """Catches: GLM-4V-MoE's floor division dropped (514 features over 4 heads refused)."""
+    config_cls, module_cls = _m_rope_family("glm4v_moe")
+    from transformers.models.glm4v_moe.modeling_glm4v_moe import Glm4vMoeTextAttention
+
+    config = config_cls(hidden_size=514, num_attention_heads=4)
+    inv = module_cls(config).inv_freq
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.head_dim == Glm4vMoeTextAttention(config, 0).head_dim == 514 // 4
+    assert spec.rotary_dim == 2 * inv.numel()
+    np.testing.assert_allclose(rr.inv_freq(spec), inv.double().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("family", "head_key"), [("cosmos3_edge", "head_dim"),
+                                                 ("hy_v4_vl", "qk_rope_head_dim")])  # fmt: skip
+def test_m_rope_sections_a_config_class_writes_are_the_familys_default(family, head_key):
+    """Catches: a family's default `mrope_section` other than the one its HF config class
+    writes into every config (HY-V4-VL's [12, 10, 10], not its rotary module's unreachable
+    fallback [24, 20, 20]); and, the sections being interleaved, their first entry lowered."""
+    config_cls, module_cls = _m_rope_family(family)
+    config = config_cls()
+    default = config.rope_parameters["mrope_section"]
+    module = module_cls(config)
+    assert module.mrope_section == default
+    keys = ("hidden_size", "num_attention_heads", "head_dim", head_key)
+    given = {"model_type": config.model_type, **{k: getattr(config, k) for k in keys},
+             "rope_theta": config.rope_parameters["rope_theta"]}  # fmt: skip
+    spec = rr.RopeSpec.from_hf(given)  # no mrope_section: the default applies
+    assert spec.sections == tuple(default)
+    assert spec.section_order == "interleaved"
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+    smaller = {**given, "head_dim": config.head_dim - 2, head_key: config.head_dim - 2}
+    errors = pytest.importorskip("huggingface_hub.errors")
+    with pytest.raises(errors.StrictDataclassClassValidationError, match="mrope_section"):
+        config_cls(**{k: v for k, v in smaller.items() if k in keys})  # HF refuses it too
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(default)}")):
+        rr.RopeSpec.from_hf(smaller)
+
+
+def test_cosmos3_reads_m_rope_as_the_qwen3_vl_text_model_it_wraps():
+    """Catches: an entry of Cosmos3's default `mrope_section` changed. Its config (in
+    TensorRT-LLM and vLLM, not transformers) wraps a ``qwen3_vl_text`` config, so the
+    Qwen3-VL text rotary module applies it."""
+    config_cls, module_cls = _m_rope_family("qwen3_vl")
+    config = config_cls(**_M_ROPE_SIZES["qwen3_vl"])
+    module = module_cls(config)
+    sizes = {**_M_ROPE_SIZES["qwen3_vl"], "rope_theta": config.rope_parameters["rope_theta"]}
+    spec = rr.RopeSpec.from_hf({"model_type": "cosmos3", "text_config": sizes})
+    assert spec.sections == tuple(module.mrope_section)
+    assert spec.section_order == "interleaved"
+    np.testing.assert_allclose(rr.inv_freq(spec), module.inv_freq.double().numpy(), rtol=1e-6)
+    smaller = {**sizes, "head_dim": sizes["head_dim"] - 2}
+    with pytest.raises(ValueError, match=re.escape(f"HF's default {list(module.mrope_section)}")):
+        rr.RopeSpec.from_hf({"model_type": "cosmos3", "text_config": smaller})
+
+
+@pytest.mark.parametrize(
+    ("sections", "error"), [([0, 4, 4], ValueError), ({1, 2}, TypeError), ((4, 4, 0), ValueError)]
+)
+def test_a_section_list_with_a_zero_or_not_a_sequence_is_refused_naming_it(sections, error):
+    """Catches: a pair count of 0 accepted, or a set (no order, no ``tolist``) converted."""
+    given = {"head_dim": 16, "rope_parameters": {"mrope_section": sections}}
+    with pytest.raises(error, match="`mrope_section` must be a non-empty list of positive"):
+        rr.RopeSpec.from_hf(given)
+
+
+@pytest.mark.parametrize("sections", [[1, 3, 4], np.array([2, 3, 3])])
+def test_a_section_of_one_pair_and_a_numpy_array_of_sections_are_read(sections):
+    """Catches: a pair count of 1 refused, or a NumPy array of sections not read as a list."""
+    spec = rr.RopeSpec.from_hf({"head_dim": 16, "rope_parameters": {"mrope_section": sections}})
+    assert spec.sections == tuple(int(n) for n in sections)

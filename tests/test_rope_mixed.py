@@ -116,3 +116,72 @@ def test_cuda_kernel_takes_the_mixed_tables_unchanged():
     (out,) = emulation.shared_harness().rotate([(x, cos, sin, None)], layout="interleaved")
     expected = rr.apply_rope_mixed(x, freqs, positions)
     np.testing.assert_allclose(out, expected, atol=1e-6)
+
+
+def test_rope_mixed_reference_rounds_the_float64_rotation_once():
+    """Catches: the reference and Numba branches swapped. The reference rotates in float64
+    and rounds once, so every float32 output is within half an ulp (and a float64 hair) of
+    the formula; the kernel's float32 tables are off by more somewhere in 4096 values."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(7)
+    freqs = rng.uniform(0.1, 3.0, size=(2, 8))  # (axes, pairs)
+    positions = rng.uniform(0.0, 50.0, size=(256, 2))  # (seq, axes): (t_x, t_y)
+    x = rng.standard_normal((256, 16)).astype(np.float32)
+    phi = positions @ freqs  # phi_j(t) = t_x f_xj + t_y f_yj
+    a, b = x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64)
+    want = np.empty((256, 16))
+    want[:, 0::2] = a * np.cos(phi) - b * np.sin(phi)
+    want[:, 1::2] = b * np.cos(phi) + a * np.sin(phi)
+    got = rr.apply_rope_mixed(x, freqs, positions)
+    assert got.dtype == np.float32
+    half_ulp = np.spacing(np.abs(want).astype(np.float32)) / 2
+    assert np.all(np.abs(got - want) <= half_ulp * (1 + 1e-6) + 1e-300)
+
+
+@pytest.mark.parametrize("dtype", [complex, bool, str])
+def test_mixed_frequencies_must_be_real_numbers(dtype):
+    """Catches: complex (or string) frequencies let through when not boolean."""
+    from rope_ref._core.mixed import check_mixed_freqs
+
+    with pytest.raises(TypeError, match="`freqs` must hold real numbers"):
+        check_mixed_freqs(np.ones((2, 2)).astype(dtype))
+    assert check_mixed_freqs(np.ones((2, 2), dtype=np.int32)).dtype == np.float64
+
+
+def test_mixed_angles_of_one_axis_and_of_several_heads():
+    """Catches: a one-axis frequency array ``(1, pairs)`` refused as empty, and the sum taken
+    over another axis than the axes one (per head too)."""
+    from rope_ref._core.mixed import mixed_angles
+
+    t = np.array([[2.0], [-3.0], [0.5]])  # (seq, 1 axis)
+    f = np.array([[1.0, 0.25, 4.0]])  # (1 axis, 3 pairs)
+    np.testing.assert_array_equal(mixed_angles(f, t), t * f)
+    rng = np.random.default_rng(5)
+    freqs = rng.normal(size=(2, 3, 4))  # (heads, axes, pairs)
+    positions = rng.normal(size=(5, 3))  # (seq, axes)
+    want = np.zeros((2, 5, 4))
+    for h in range(2):
+        for a in range(3):
+            want[h] += positions[:, a, None] * freqs[h, a]
+    np.testing.assert_allclose(mixed_angles(freqs, positions), want, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("freqs", "positions", "error", "message"),
+    [
+        (3.0, [[1.0]], TypeError, "`freqs` must be an array"),
+        (np.ones((2, 0)), [[1.0, 2.0]], ValueError, "`freqs` must have shape"),
+        (np.ones((2, 2, 2, 2)), [[1.0, 2.0]], ValueError, "`freqs` must have shape"),
+        (np.ones((2, 2)), np.ones((3, 2), dtype=bool), TypeError, "`positions` must hold real"),
+        (np.ones((2, 2)), np.ones((3, 2), dtype=complex), TypeError, "`positions` must hold real"),
+        (np.ones((2, 2)), [1.0, 2.0], ValueError, r"`positions` must have shape \(seq, 2\)"),
+        (np.ones((2, 2)), np.ones((1, 3, 2)), ValueError, r"`positions` must have shape"),
+    ],
+)
+def test_mixed_angles_refuse_what_they_cannot_read(freqs, positions, error, message):
+    """Catches: a scalar, empty or 4-D frequency array, boolean or complex positions, or
+    positions of the wrong shape let through (or refused with another error)."""
+    from rope_ref._core.mixed import mixed_angles
+
+    with pytest.raises(error, match=message):
+        mixed_angles(freqs, positions)

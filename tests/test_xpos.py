@@ -10,6 +10,7 @@ largest scale).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
@@ -121,3 +122,39 @@ def test_property_shared_seq_len_keeps_relative_invariance(shift, seq_len, scale
     q1, k1 = rr.apply_rope_qk(q, k, spec, base_pos + shift, seq_len=seq_len)
     s0, s1 = q0 @ k0.T, q1 @ k1.T
     np.testing.assert_allclose(s1, s0, rtol=1e-9, atol=1e-9 * float(np.max(np.abs(s0))))
+
+
+def test_an_xpos_class_is_refused_like_a_scaling_class() -> None:
+    """`xpos=rr.XPos` (the class, not an instance) is a TypeError naming `xpos`."""
+    with pytest.raises(TypeError, match=r"`xpos` must be an instance .*got the class XPos"):
+        rr.RopeSpec(head_dim=8, xpos=rr.XPos)
+
+
+def test_xpos_default_scale_base_is_rotary_embedding_torch_own():
+    """Catches: a changed default ``scale_base`` (rotary-embedding-torch's is 512)."""
+    ret = pytest.importorskip("rotary_embedding_torch")
+    default = inspect.signature(ret.RotaryEmbedding).parameters["xpos_scale_base"].default
+    assert rr.XPos().scale_base == default == 512
+
+
+class CustomXPos:
+    """An xPos rule of one's own: scale_base, zeta() and center()."""
+
+    def __init__(self, scale_base: float) -> None:
+        self.scale_base = scale_base
+
+    def zeta(self, rotary_dim: int) -> np.ndarray:
+        return rr.XPos().zeta(rotary_dim)
+
+    def center(self, seq_len: float) -> float:
+        return 0.0
+
+
+def test_xpos_rules_need_a_positive_scale_base():
+    """Catches: the sign test of a rule's scale_base inverted."""
+    assert rr.RopeSpec(8, xpos=rr.XPos(2.0)).xpos == rr.XPos(2.0)
+    custom = CustomXPos(3.0)
+    assert rr.RopeSpec(8, xpos=custom).xpos is custom
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=r"`xpos\.scale_base` must be positive"):
+            rr.RopeSpec(8, xpos=CustomXPos(bad))

@@ -1,4 +1,4 @@
-"""JAX CPU arrays through the Numba kernel where a planted mistake in jax_arrays hides.
+"""JAX CPU arrays through the Numba kernel (rope_ref/_engine/jax_arrays.py).
 
 Expected values are RoPE by its formula in NumPy float64 (written here); which road a call
 takes (the kernel's short road, two `apply_rope` calls for queries and keys, jaxlib's

@@ -1,6 +1,6 @@
-"""The variant diagnoses against planted mistakes: scaling rules at another context length
-or factor, M-RoPE with another common section split, and the frequency ladder the factors
-are read off.
+"""Scaling rules, factors and M-RoPE sections fitted to a wrong result: each common context
+length, factor and section split tried, the frequency ladder the factors are read off, and
+the norms failing pairs keep.
 
 Every wrong result is RoPE written out here in NumPy (Llama 3's frequencies as transformers
 computes them, chunked M-RoPE, linear position interpolation), never rope_ref's output.
@@ -39,9 +39,6 @@ def _llama3_freqs(inv: F64, factor: float, original: int) -> F64:
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < original / high) & ~(wavelen > original / low)
     return np.asarray(np.where(medium, smoothed, scaled), dtype=np.float64)
-
-
-# -- scaling: the common context lengths and factors ------------------------------------------
 
 
 @pytest.mark.parametrize("length", [2048, 4096, 8192, 16384, 32768, 131072])
@@ -84,9 +81,6 @@ def test_each_common_factor_is_tried_where_no_factor_can_be_fitted(factor: float
     )
 
 
-# -- M-RoPE: the common section splits ---------------------------------------------------------
-
-
 GRID = np.array([[0, 0, 0], [1, 2, 3], [4, 1, 7], [9, 5, 2], [12, 8, 11], [3, 3, 6]])
 
 
@@ -117,9 +111,6 @@ def test_each_common_section_split_is_tried(
     assert found is not None
     assert found.cause == "sections"
     assert found.message == f"the sections are {list(used)}, not the spec's {list(told)}."
-
-
-# -- the factors read off the result: the frequency ladder of low_position_freqs -------------
 
 
 def _linear_without_rule(p: F64, factor: float, seed: int) -> str | None:
@@ -252,9 +243,6 @@ def test_no_factor_is_read_off_frequencies_that_came_out_negative() -> None:
     assert str(found) == f"scaling: the result follows Linear(factor=2.0), {NO_RULE}"
 
 
-# -- which specs the scaling diagnosis takes ----------------------------------------------------
-
-
 def test_an_m_rope_spec_with_another_factor_is_a_scaling_mistake() -> None:
     """Chunked M-RoPE (2, 3, 3) under linear interpolation by 4 where the spec says 2: each
     axis's positions are divided by the factor."""
@@ -308,9 +296,6 @@ def test_a_candidate_the_oracle_rejects_is_skipped_not_the_end_of_the_search() -
     )
 
 
-# -- pairs that match and pairs that do not ------------------------------------------------------
-
-
 @pytest.mark.parametrize(("share", "named"), [(1.5, True), (2.5, False)])
 def test_failing_pairs_keep_their_norm_within_twice_the_tolerance(
     share: float, named: bool
@@ -332,9 +317,6 @@ def test_failing_pairs_keep_their_norm_within_twice_the_tolerance(
     assert found.cause == "unknown"
     named_pairs = "pairs 0-2, 4-7 match the given positions and pairs 3 do not, and no "
     assert found.message.startswith(named_pairs) == named
-
-
-# -- M-RoPE specs of other than three axes -----------------------------------------------------
 
 
 GRID_2D = np.array([[0, 0], [1, 2], [4, 1], [9, 5], [12, 8], [3, 3]])

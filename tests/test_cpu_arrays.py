@@ -1,5 +1,5 @@
-"""PyTorch tensors and JAX arrays at the Numba kernel: the roads where a planted mistake in
-rope_ref/_engine/cpu_arrays.py hides.
+"""PyTorch tensors and JAX arrays at the Numba kernel: the roads of
+rope_ref/_engine/cpu_arrays.py.
 
 The first call of a process (nothing known yet of tensor types and their views), a process
 where numba is missing or torch was never imported, the forms the kernel does not compute,

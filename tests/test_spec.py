@@ -1,5 +1,5 @@
-"""RopeSpec's validation, the default frequencies and the sinusoidal embedding: rules where
-a planted mistake hides.
+"""RopeSpec (rope_ref/_core/spec.py): its validation, the default frequencies, the HF
+readers' options and the sinusoidal embedding.
 
 Expected values are the documented rules and formulas, written here.
 """
@@ -341,3 +341,15 @@ def test_tables_for_a_namespace_without_float64_round_once():
         cos, _ = rr.rope_cos_sin(spec, jax.numpy.asarray([0]), dtype=jax.numpy.bfloat16)
         assert cos.dtype == jax.numpy.bfloat16
         assert float(cos[0, 0]) == 1 + 2.0**-7
+
+
+def test_output_layout_is_kept_only_when_it_differs_from_layout():
+    """Catches: the normalisation of ``output_layout`` inverted, or `written_layout` made a
+    method."""
+    crossed = rr.RopeSpec(8, layout="interleaved", output_layout="half")
+    assert crossed.output_layout == "half"
+    assert crossed.written_layout == "half"
+    same = rr.RopeSpec(8, layout="interleaved", output_layout="interleaved")
+    assert same.output_layout is None
+    assert same.written_layout == "interleaved"
+    assert rr.RopeSpec(8).written_layout == "half"

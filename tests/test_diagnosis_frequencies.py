@@ -1,106 +1,21 @@
-"""Diagnoses about numbers and variants where a planted mistake hides: the precision of
-positions, angles and tables, the frequencies read off a result, the scaling rules and the
-multi-axis sections tried.
+"""Frequencies read off a wrong result: bases fitted from any rows, doubled exponents, a pair
+at another frequency, linear, NTK-aware and Llama 3 factors, and multi-axis pair axes.
 
-Every wrong result is written here in NumPy (a rotation by angles worked out here), and every
-number a message is checked for is worked out here.
+Every wrong result is written here in NumPy (a rotation by angles worked out here), and
+every number a message is checked for is worked out here.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import rope_ref as rr
 from rope_ref.testing import diagnose
 from rope_ref.testing._compare import compare, setup
+from tests._helpers import inv_freq64 as _inv
+from tests._helpers import uniform as _x
 from tests._independent import rotate_pairs
-
-
-def _x(shape, seed):
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
-
-
-def _inv(d, base=10000.0):
-    return base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-
-
-def _bf16(v):
-    return (
-        np.asarray(v, np.float64).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
-    )
-
-
-def _f16(v):
-    return np.asarray(v, np.float64).astype(np.float16).astype(np.float64)
-
-
-# -- positions and angles held in a low precision ------------------------------------------------
-
-
-def test_bfloat16_angles_under_an_attention_factor_are_named_precision():
-    """Catches: the candidate rotations by rounded angles built with cos or sin divided by
-    the attention factor instead of multiplied (LongRoPE with unit factors and an explicit
-    attention factor 1.5: plain frequencies, cos and sin times 1.5)."""
-    x, p = _x((12, 16), 1), np.arange(0, 6000, 500) + 3.0
-    rule = rr.scaling.LongRoPE(
-        [1.0] * 8, [1.0] * 8, original_max_position=8192, attention_factor=1.5
-    )
-    y = rotate_pairs(x, _bf16(p[:, None] * _inv(16))) * 1.5
-    found = diagnose(y, x, rr.RopeSpec(16, scaling=rule), p)
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.startswith("the angles were rounded to bfloat16 (under autocast")
-
-
-@pytest.mark.parametrize(("share", "name"), [(0.9, "float32"), (1.5, "bfloat16")])
-def test_a_grid_off_by_more_than_float32_allows_is_not_a_float32_grid(share, name):
-    """Catches: the float32 grid's allowance taken twice (slack 2): positions off by 1.5
-    times 2 eps (max |p| + 1), alternately up and down, are then called a float32 grid
-    (the next dtype tried, bfloat16, is the one whose allowance holds them)."""
-    x, p = _x((12, 16), 2), np.arange(12) * 0.75 + 0.5
-    delta = share * 2.0 * 2.0**-23 * (p.max() + 1.0) * np.where(np.arange(12) % 2, 1.0, -1.0)
-    found = diagnose(rotate_pairs(x, (p + delta)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
-    assert found is not None
-    assert found.cause == "position_precision"
-    assert found.message.startswith(f"the errors fit positions rounded to {name} by")
-
-
-@pytest.mark.parametrize(
-    ("rounded", "name", "exact"), [(_f16, "float16", 2**11), (_bf16, "bfloat16", 2**8)]
-)
-def test_positions_held_in_a_half_precision_name_where_it_stops_being_exact(rounded, name, exact):
-    """Catches: the largest exact integer of float16 (2**11) or bfloat16 (2**8) misstated."""
-    x, p = _x((12, 16), 3), np.arange(0, 6000, 500) + 3.0
-    found = diagnose(rotate_pairs(x, rounded(p)[:, None] * _inv(16)), x, rr.RopeSpec(16), p)
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.startswith(
-        f"positions were held in {name}, which is exact only up to {exact}:"
-    )
-
-
-@pytest.mark.parametrize(("shape", "seq_axis"), [((12, 16), -2), ((2, 12, 16), 1)])
-def test_an_arange_in_bfloat16_plus_an_offset_is_named(shape, seq_axis):
-    """Catches: the offset of ``arange(n, dtype=bfloat16) + offset`` (rounded on its own,
-    then the sum rounded again) read along another axis than the sequence's, or not at all
-    for 2-D inputs. From 1001, bfloat16 steps by 4 and ties go to even: 1001 + 2 gives
-    round(1000 + 2) = 1000 this way, round(1003) = 1004 rounded once."""
-    p = 1001.0 + np.arange(12)
-    twice = _bf16(_bf16(1001.0) + _bf16(p - 1001.0))
-    assert not np.array_equal(twice, _bf16(p))
-    x = _x(shape, 4)
-    y = rotate_pairs(x, twice[:, None] * _inv(16))
-    found = diagnose(y, x, rr.RopeSpec(16), p, seq_axis=seq_axis)
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.startswith(
-        "positions were held in bfloat16, which is exact only up to 256:"
-    )
-
-
-# -- frequencies read off the result: the base fitted to them ------------------------------------
 
 
 def _base_found(x, p, base, spec=None):
@@ -222,89 +137,6 @@ def test_a_result_just_outside_tolerance_is_not_the_spec_s_own_base():
     assert found.cause != "frequencies", found
 
 
-# -- angles and cos/sin computed in a low precision ----------------------------------------------
-
-
-def _angles_off(pmax, share, eps, **kwargs):
-    """The rotation at positions 0..pmax with every angle off by ``share * eps`` of itself,
-    up or down at random (no frequency, scale or rounding rule explains it)."""
-    rng = np.random.default_rng(16)
-    p = np.arange(pmax + 1.0)
-    x = rng.uniform(-1.0, 1.0, (p.size, 16))
-    angles = p[:, None] * _inv(16)
-    angles = angles * (1.0 + share * eps * rng.choice([-1.0, 1.0], angles.shape))
-    return diagnose(rotate_pairs(x, angles), x, rr.RopeSpec(16), p, **kwargs)
-
-
-BF16_BOUND = "fit angles computed in bfloat16 (about 0.0078 x |angle| rad): build positions * "
-BF16_BOUND += "inv_freq in float32 or better."
-
-
-@pytest.mark.parametrize("stated", [None, "float32"])
-def test_angles_off_by_bfloat16_rounding_below_15_rad_are_named(stated):
-    """Catches: the bfloat16 angle model judged uninformative below its bound, where its
-    allowance 2 eps (|angle| + 1) = 2 * 2**-7 * (14 + 1) stays under 0.25 rad; the search
-    stopped at a dtype the caller stated for the angles (float32) instead of going on to
-    coarser ones; float64 advised where float32 is enough."""
-    found = _angles_off(14, 0.5, 2.0**-7, angle_dtype=stated)
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.endswith(BF16_BOUND)
-
-
-def test_angles_off_by_bfloat16_rounding_at_15_rad_are_not_named():
-    """Catches: the bfloat16 angle model taken as informative at or past its bound: at the
-    largest angle 15 its allowance 2 * 2**-7 * 16 is 0.25 rad, which excuses too much."""
-    found = _angles_off(15, 0.5, 2.0**-7)
-    assert found is not None
-    assert "bfloat16" not in found.message, found
-
-
-@pytest.mark.parametrize(("share", "name"), [(2.0, "float32"), (3.0, "bfloat16")])
-def test_angles_are_held_to_the_float32_model_itself(share, name):
-    """Catches: the float32 angle model's allowance taken twice: angles off by three
-    float32 steps of themselves are then called float32 angles."""
-    found = _angles_off(14, share, 2.0**-23)
-    assert found is not None
-    assert found.cause == "precision"
-    assert f"fit angles computed in {name} " in found.message
-
-
-def _float32_result(seed, off):
-    """A float32 rotation at positions 0..1100 written with `off` applied to its values."""
-    rng = np.random.default_rng(seed)
-    p = np.arange(0.0, 1200.0, 100.0)
-    x = rng.uniform(-1.0, 1.0, (p.size, 16)).astype(np.float32)
-    y = off(rotate_pairs(x.astype(np.float64), p[:, None] * _inv(16)), rng)
-    return diagnose(y.astype(np.float32), x, rr.RopeSpec(16), p)
-
-
-def test_a_float32_result_rounded_to_bfloat16_is_named():
-    """Catches: the search for cos/sin (or the rotation) in a dtype coarser than the result
-    skipped, or held to no allowance at all. Angles up to 1100 rad leave no angle model
-    informative; only the value model of bfloat16 holds a result rounded to bfloat16."""
-    found = _float32_result(17, lambda y, rng: _bf16(y))
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message == (
-        "the errors are of the size of bfloat16 rounding although the result is float32: "
-        "cos/sin (or the rotation) were computed in bfloat16."
-    )
-
-
-def test_a_float32_result_off_by_six_bfloat16_steps_is_not_named():
-    """Catches: the bfloat16 value model's allowance taken twice: values off by 6 bfloat16
-    steps of themselves (up or down at random) are past it, not within."""
-    found = _float32_result(
-        17, lambda y, rng: y * (1 + 6 * 2.0**-7 * rng.choice([-1.0, 1.0], y.shape))
-    )
-    assert found is not None
-    assert found.cause == "unknown"
-
-
-# -- frequencies read off the result: other inverse frequencies ----------------------------------
-
-
 def _one_pair_off(p, pair, times, seed=18):
     x = _x((p.size, 16), seed)
     theta = _inv(16)
@@ -354,49 +186,6 @@ def test_noise_over_a_pair_that_is_zero_everywhere_is_unknown():
     found = diagnose(y, x, rr.RopeSpec(16), np.arange(4.0))
     assert found is not None
     assert found.cause == "unknown"
-
-
-# -- positions held in a low precision, for multi-axis and xPos specs ---------------------------
-
-GRID = np.stack([np.arange(0, 6000, 500) + 3.0, np.arange(12.0) * 7, np.arange(12.0) * 3], axis=-1)
-
-
-def test_multi_axis_positions_held_in_bfloat16_are_named():
-    """Catches: M-RoPE left out of the rounded-positions check (the result was `unknown`).
-    Chunked sections (2, 3, 3): pairs 0-1 turn with axis 0 (rounded to bfloat16 past 256),
-    pairs 2-4 with axis 1, pairs 5-7 with axis 2."""
-    x = _x((12, 16), 21)
-    axis_of_pair = np.array([0, 0, 1, 1, 1, 2, 2, 2])
-    y = rotate_pairs(x, _bf16(GRID)[:, axis_of_pair] * _inv(16))
-    found = diagnose(y, x, rr.RopeSpec(16, sections=(2, 3, 3)), GRID)
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.startswith(
-        "positions were held in bfloat16, which is exact only up to 256:"
-    )
-
-
-def test_xpos_positions_held_in_bfloat16_are_named():
-    """Catches: xPos left out of the rounded-positions check (the result was `unknown`). The
-    query's scale zeta_j ** ((p - centre) / scale_base), zeta_j = (2j + 0.4 d) / (1.4 d),
-    centre = floor(seq_len / 2) with seq_len = max(p) + 1, taken at the rounded positions."""
-    d, scale_base, p = 16, 512.0, GRID[:, 0]
-    x = _x((p.size, d), 22)
-    zeta = (2 * np.arange(d // 2) + 0.4 * d) / (1.4 * d)
-    held = _bf16(p)
-    scale = zeta ** ((held[:, None] - np.floor((p.max() + 1) / 2)) / scale_base)
-    y = rotate_pairs(x, held[:, None] * _inv(d))
-    y = y * np.concatenate([scale, scale], axis=-1)
-    spec = rr.RopeSpec(d, xpos=rr.XPos(scale_base=scale_base))
-    found = diagnose(y, x, spec, p, role="query")
-    assert found is not None
-    assert found.cause == "precision"
-    assert found.message.startswith(
-        "positions were held in bfloat16, which is exact only up to 256:"
-    )
-
-
-# -- scaling rules -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -466,9 +255,6 @@ def test_llama3_with_a_fitted_factor_is_tried_at_both_common_lengths(length):
     assert found.message.endswith(": Llama3 used where Linear belongs.")
 
 
-# -- pairs that match and pairs that do not ------------------------------------------------------
-
-
 def _pair_at_random_angles(d, pair, seed):
     rng = np.random.default_rng(seed)
     p = np.arange(6.0)
@@ -517,8 +303,6 @@ def test_ntk_aware_scaling_is_fitted_from_the_slowest_pair():
     assert found.message.endswith(": NTKAware used where Linear belongs.")
 
 
-# -- multi-axis sections -------------------------------------------------------------------------
-
 SMALL_GRID = np.stack(
     [np.arange(12.0) * 5 + 1, np.arange(12.0) * 3, (np.arange(12.0) * 7) % 11], -1
 )
@@ -550,9 +334,6 @@ def test_a_multi_axis_result_with_other_pair_axes_names_them(axis_of_pair, messa
     assert found is not None
     assert found.cause == "sections"
     assert found.message == message
-
-
-# -- scaling factors read off the result, up a ladder of positions -------------------------------
 
 
 @pytest.mark.parametrize("zero_at", [None, 1], ids=["every-row", "pair-zero-at-position-1"])
