@@ -31,6 +31,7 @@ import numpy as np
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.position_ids import numpy_ids_call
 
 __all__ = ["apply", "apply_qk", "array_kind", "numpy_view"]
 
@@ -146,12 +147,17 @@ def apply(
     kind = array_kind(x)
     if kind is None or not (type(form) is str and form == "rotate_half"):
         return None  # the reference's forms: the general path
-    if kind == "torch" and positions is None and out is None and role is None:
+    if kind == "torch" and out is None and role is None:
         # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
         road = _short_roads.get(x.dtype)
         if road and not road.compiling() and x.is_cpu and not (x.requires_grad or x.is_neg()):
-            result = numpy_kernel_call(road.kernel, x.numpy(), spec, offset, seq_axis, inverse,
-                                       seq_len, None)  # fmt: skip
+            result = (
+                numpy_kernel_call(road.kernel, x.numpy(), spec, offset, seq_axis, inverse,
+                                  seq_len, None)
+                if positions is None  # else position ids: small ones take a short road
+                else numpy_ids_call(road.kernel, x.numpy(), spec, positions, offset, seq_axis,
+                                    inverse, seq_len, None)
+            )  # fmt: skip
             if result is not None:
                 return road.from_numpy(result)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
