@@ -22,6 +22,7 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends, load_backend
 from rope_ref._engine.fast_path import BLOCK
+from rope_ref.cli.bench.anchors import anchor_rows
 from rope_ref.cli.bench.rows import Case, Impl, Prepared, Unavailable
 
 __all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
@@ -57,7 +58,7 @@ def implementations(case: Case) -> list[Impl]:
         impls.append(
             Impl("rotary-embedding-torch", "peer", _rotary_embedding_torch, "(B, H, S, D) layout")
         )
-    return impls
+    return impls + anchor_rows(case)
 
 
 def not_timed(case: Case) -> list[str]:
@@ -215,6 +216,15 @@ def _framework(case: Case, framework: str) -> Callable[[np.ndarray], Prepared]:
     return prepare
 
 
+def _tensor(x: np.ndarray) -> Any:
+    """A CPU tensor of `x`'s values and dtype (bfloat16 by way of float32, exactly)."""
+    import torch
+
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(x.copy())
+
+
 def _numba_out(x: np.ndarray) -> Prepared:
     out = np.empty_like(x)
     spec = RopeSpec(x.shape[-1])
@@ -255,7 +265,7 @@ def _decode_at(ids: str | None) -> Callable[[np.ndarray], Prepared]:
         if ids == "torch":
             import torch
 
-            p, t = torch.from_numpy(p), torch.from_numpy(x)
+            p, t = torch.from_numpy(p), _tensor(x)
         return lambda: apply_rope(t, spec, p, seq_axis=-3, backend="auto")
 
     return prepare
