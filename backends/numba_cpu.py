@@ -64,6 +64,11 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
 
 
 _BFLOAT16 = _bfloat16_dtype()
+#: The views the 16-bit dtypes are rotated through: `numba_convert` tells them apart by
+#: type (float16 bits unsigned, bfloat16 bits signed).
+_BITS: dict[np.dtype[Any], type] = {np.dtype(np.float16): np.uint16}
+if _BFLOAT16 is not None:
+    _BITS[_BFLOAT16] = np.int16
 
 
 # ----------------------------------------------------------------------------------------
@@ -168,8 +173,8 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
     parallel = rows >= SERIAL_ROWS
     if parallel:
         extra = (min(rows, CHUNKS_PER_THREAD * numba.get_num_threads()),)
-    if x4.dtype.itemsize == 2:  # the loops of every dtype, on the bits (`numba_convert`)
-        bits = np.uint16 if x4.dtype == np.float16 else np.int16  # float16 or bfloat16
+    bits = _BITS.get(x4.dtype)
+    if bits is not None:  # the loops of every dtype, on the bits (`numba_convert`)
         arrays = (x4.view(bits),) if in_place else (x4.view(bits), o4.view(bits))
     if in_place:
         kernel = _in_place_parallel if parallel else _in_place_serial
@@ -307,7 +312,7 @@ class Launch:
     to the first row of `x` (the planned table shape gives the steps from there).
     """
 
-    __slots__ = ("_args", "_f16", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_args", "_bits", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -330,7 +335,8 @@ class Launch:
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
-        self._f16 = dtype.itemsize == 2  # float16 or bfloat16: through `_launch`
+        # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
+        self._bits = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
@@ -358,6 +364,8 @@ class Launch:
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
         if plan.serial:  # the common small call, straight to the kernel
+            if self._bits is not None:
+                xm, om = xm.view(self._bits), om.view(self._bits)
             if in_place:
                 _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
             else:
@@ -385,9 +393,7 @@ class Launch:
         ):  # pragma: no cover - the plan merges only axes that view without a copy
             msg = "internal error: `out` could not be viewed without a copy"
             raise AssertionError(msg)
-        plan = plan._replace(
-            serial=plan.serial and not self._f16, kernel_args=(plan.table_strides, *self._args)
-        )
+        plan = plan._replace(kernel_args=(plan.table_strides, *self._args))
         if new:
             self._new = plan
         else:
