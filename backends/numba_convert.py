@@ -103,6 +103,20 @@ def _f32_to_f16_typing(typingctx: Any, value: Any) -> Any:  # pragma: no cover -
 _f32_to_f16: Any = intrinsic(_f32_to_f16_typing)
 
 
+def _bf16_to_f32_typing(typingctx: Any, bits: Any) -> Any:  # pragma: no cover - numba
+    """bfloat16 bits (int16) to float32, exactly: the bits are the float32's top half."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i32 = ir.IntType(32)
+        wide = builder.shl(builder.zext(args[0], i32), ir.Constant(i32, 16))
+        return builder.bitcast(wide, ir.FloatType())
+
+    return types.float32(types.int16), codegen
+
+
+_bf16_to_f32: Any = intrinsic(_bf16_to_f32_typing)
+
+
 def _f32_to_bf16_typing(typingctx: Any, value: Any) -> Any:  # pragma: no cover - numba
     """float32 to bfloat16 bits (int16), round to nearest even; NaN stays a quiet NaN.
 
@@ -189,9 +203,7 @@ def _widen(element):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
             return lambda element: _f16_to_f32(element)  # noqa: PLW0108
         return lambda element: _f16_bits_to_f32(element)  # noqa: PLW0108
     if element == types.int16:  # bfloat16 bits: the top half of a float32
-        return lambda element: _f32_from_bits(
-            (np.uint32(element) & np.uint32(0xFFFF)) << np.uint32(16)
-        )
+        return lambda element: _bf16_to_f32(element)  # noqa: PLW0108
     if isinstance(element, types.Float):
         return lambda element: element
     return None
