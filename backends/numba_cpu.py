@@ -460,6 +460,7 @@ def _check_out(x: np.ndarray, out: Any) -> None:
         raise ValueError(msg)
 
 
+@functools.lru_cache(maxsize=256)  # checked on every `out=` call: shapes repeat
 def _overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
     """Whether elements may share memory: a broadcast (stride 0) or overlapping strides.
 
