@@ -21,9 +21,11 @@ Design
 - Each row rotates with a loop over pairs indexed by unsigned integers (no negative-index
   wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
   (C-contiguous input is the fast path; any strides work).
-- float16 is read through an exact lookup table to float32 and written back with
-  round-to-nearest-even, so there is no temporary the size of `x`. bfloat16 (ml_dtypes)
-  is widened by a shift and rounded the same way (`rope_ref.backends.numba_bfloat16`).
+- float16 and bfloat16 (ml_dtypes) run the same loops on views of their bits: each
+  element is widened to float32 as it is read and rounded once, to nearest even, as it
+  is written (`rope_ref.backends.numba_convert`: F16C's ``vcvtph2ps``/``vcvtps2ph`` for
+  float16, a shift and an integer rounding for bfloat16), in registers, so there is no
+  temporary and the loop vectorises as the float32 one does.
 - Nothing is compiled at import: the first call compiles (and caches to disk) the
   specialisation for its dtypes and memory layout.
 """
@@ -50,8 +52,6 @@ SERIAL_ROWS = 256
 #: Chunks per thread: enough to balance uneven progress, few enough to keep rows together.
 CHUNKS_PER_THREAD = 4
 
-_F16_SIGN = np.uint32(0x8000)
-
 
 def _bfloat16_dtype() -> np.dtype[Any] | None:
     """ml_dtypes' bfloat16 (the NumPy dtype of JAX and of torch bfloat16 views), if any."""
@@ -64,69 +64,11 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
 
 
 _BFLOAT16 = _bfloat16_dtype()
-
-
-@functools.cache
-def _bf16_kernels() -> tuple[Any, Any]:
-    """The bfloat16 loops ``(serial, parallel)`` (`rope_ref.backends.numba_bfloat16`)."""
-    from .numba_bfloat16 import bf16_parallel, bf16_serial
-
-    return bf16_serial, bf16_parallel
-
-
-# ----------------------------------------------------------------------------------------
-# float16 <-> float32
-# ----------------------------------------------------------------------------------------
-
-
-@functools.cache
-def _f16_to_f32_table() -> np.ndarray:
-    """All 65536 float16 values as float32 (exact), indexed by their bit pattern."""
-    table = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-    table.flags.writeable = False
-    return table
-
-
-@njit(inline="always", cache=True)
-def _f32_to_f16_bits(value: float, bits: int) -> np.uint16:  # pragma: no cover - numba
-    """float32 `value` (with bit pattern `bits`) to float16 bits, round to nearest even."""
-    sign = (bits >> 16) & 0x8000
-    magnitude = bits & 0x7FFFFFFF
-    if magnitude >= 0x7F800000:  # inf or nan (nan stays quiet)
-        return np.uint16(sign | 0x7C00 | (0x200 if magnitude > 0x7F800000 else 0))
-    if magnitude >= 0x477FF000:  # at or above 65520: rounds to infinity
-        return np.uint16(sign | 0x7C00)
-    if magnitude < 0x38800000:  # below 2**-14: subnormal half, units of 2**-24
-        return np.uint16(sign | int(np.rint(abs(value) * np.float32(16777216.0))))
-    # Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits.
-    odd = (magnitude >> 13) & 1
-    return np.uint16(sign | ((magnitude - 0x38000000 + 0xFFF + odd) >> 13))
-
-
-# ----------------------------------------------------------------------------------------
-# One row of float16 bits (the float row, `_row`, is in numba_rows)
-# ----------------------------------------------------------------------------------------
-
-
-@njit(inline="always", cache=True)
-def _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, lo, hi, lut, buf, bits):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """`_row` for float16 bits (uint16): decode by `lut`, rotate in float32, encode RNE.
-
-    `buf` is float32 of shape ``(2, 1, 1, head_dim)`` and `bits` its uint32 view, flat;
-    features ``lo..hi-1`` are written. Pairs written in the other layout rotate into the
-    second row.
-    """
-    d = np.uint64(x.shape[3])
-    for i in range(d):
-        buf[0, 0, 0, i] = lut[x[a, b, c, i]]
-    r = 1 if interleaved >= 2 else 0  # pairs written elsewhere: rotate into a second row
-    if r:
-        for i in range(d):
-            buf[1, 0, 0, i] = buf[0, 0, 0, i]
-    _row(buf[0:1], buf[r : r + 1], 0, 0, 0, cos, sin, t, start, interleaved, sign)
-    row = np.uint64(r) * d
-    for i in range(np.uint64(lo), np.uint64(hi)):
-        out[a, b, c, i] = _f32_to_f16_bits(buf[r, 0, 0, i], bits[row + i])
+#: The views the 16-bit dtypes are rotated through: `numba_convert` tells them apart by
+#: type (float16 bits unsigned, bfloat16 bits signed).
+_BITS: dict[np.dtype[Any], type] = {np.dtype(np.float16): np.uint16}
+if _BFLOAT16 is not None:
+    _BITS[_BFLOAT16] = np.int16
 
 
 # ----------------------------------------------------------------------------------------
@@ -198,38 +140,6 @@ def _in_place_parallel(x, cos, sin, t0, steps, start, interleaved, sign, copy_re
         _rows_range(x, x, cos, sin, t0, steps, start, interleaved, sign, False, lo, hi)
 
 
-@njit(inline="always", cache=True)
-def _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
-    _, b_size, c_size, d = x.shape
-    ta, tb, tc = steps
-    buf = np.empty((2, 1, 1, d), dtype=np.float32)
-    bits = buf.view(np.uint32).reshape(2 * d)
-    first = 0 if copy_rest else start
-    last = d if copy_rest else start + 2 * cos.shape[1]
-    a, b, c = _first_row(lo, b_size, c_size)
-    for _ in range(lo, hi):
-        t = t0 + a * ta + b * tb + c * tc
-        _row_f16(x, out, a, b, c, cos, sin, t, start, interleaved, sign, first, last, lut, buf,
-                 bits)  # fmt: skip
-        a, b, c = _next_row(a, b, c, b_size, c_size)
-
-
-@njit(cache=True, nogil=True)
-def _f16_serial(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut):  # type: ignore[no-untyped-def]  # pragma: no cover
-    rows = x.shape[0] * x.shape[1] * x.shape[2]
-    _rows_range_f16(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, 0, rows)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _f16_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover  # fmt: skip
-    rows = x.shape[0] * x.shape[1] * x.shape[2]
-    for k in prange(chunks):
-        lo, hi = rows * k // chunks, rows * (k + 1) // chunks
-        _rows_range_f16(
-            x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, lut, lo, hi
-        )  # fmt: skip
-
-
 # ----------------------------------------------------------------------------------------
 # Launching: the calling thread for small calls, numba's threads for large ones
 # ----------------------------------------------------------------------------------------
@@ -263,14 +173,10 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
     parallel = rows >= SERIAL_ROWS
     if parallel:
         extra = (min(rows, CHUNKS_PER_THREAD * numba.get_num_threads()),)
-    if x4.dtype == np.float16:
-        kernel = _f16_parallel if parallel else _f16_serial
-        extra = (_f16_to_f32_table(), *extra)
-        arrays = (x4.view(np.uint16), o4.view(np.uint16))
-    elif x4.dtype == _BFLOAT16:
-        kernel = _bf16_kernels()[parallel]
-        arrays = (x4.view(np.uint16), o4.view(np.uint16))
-    elif in_place:
+    bits = _BITS.get(x4.dtype)
+    if bits is not None:  # the loops of every dtype, on the bits (`numba_convert`)
+        arrays = (x4.view(bits),) if in_place else (x4.view(bits), o4.view(bits))
+    if in_place:
         kernel = _in_place_parallel if parallel else _in_place_serial
     else:
         kernel = _rows_parallel if parallel else _rows_serial
@@ -406,7 +312,7 @@ class Launch:
     to the first row of `x` (the planned table shape gives the steps from there).
     """
 
-    __slots__ = ("_args", "_f16", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_args", "_bits", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -429,7 +335,8 @@ class Launch:
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
-        self._f16 = dtype.itemsize == 2  # float16 or bfloat16: through `_launch`
+        # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
+        self._bits = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
@@ -457,6 +364,8 @@ class Launch:
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
         if plan.serial:  # the common small call, straight to the kernel
+            if self._bits is not None:
+                xm, om = xm.view(self._bits), om.view(self._bits)
             if in_place:
                 _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
             else:
@@ -484,9 +393,7 @@ class Launch:
         ):  # pragma: no cover - the plan merges only axes that view without a copy
             msg = "internal error: `out` could not be viewed without a copy"
             raise AssertionError(msg)
-        plan = plan._replace(
-            serial=plan.serial and not self._f16, kernel_args=(plan.table_strides, *self._args)
-        )
+        plan = plan._replace(kernel_args=(plan.table_strides, *self._args))
         if new:
             self._new = plan
         else:
@@ -553,6 +460,7 @@ def _check_out(x: np.ndarray, out: Any) -> None:
         raise ValueError(msg)
 
 
+@functools.lru_cache(maxsize=256)  # checked on every `out=` call: shapes repeat
 def _overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
     """Whether elements may share memory: a broadcast (stride 0) or overlapping strides.
 

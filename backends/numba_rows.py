@@ -1,14 +1,19 @@
-"""One row of the Numba CPU kernel, shared by its float and bfloat16 loops.
+"""One row of the Numba CPU kernel, shared by the loops of every dtype.
 
-`_row` rotates the pairs of one row by one table row (`rope_ref.backends.numba_cpu` and
-`rope_ref.backends.numba_bfloat16` call it); `_first_row` and `_next_row` walk the rows of a
-4-D view without a division per row.
+`_row` rotates the pairs of one row by one table row (`rope_ref.backends.numba_cpu` calls
+it); it reads each element through `widen` and writes each result through `narrow`
+(`rope_ref.backends.numba_convert`), which are the identity for float32 and float64 and
+the 16-bit conversions for the bit patterns of float16 and bfloat16, so the same loop,
+vectorised, serves them all. `_first_row` and `_next_row` walk the rows of a 4-D view
+without a division per row.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .numba_convert import narrow, widen
 
 __all__: list[str] = []
 
@@ -34,19 +39,19 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
             cj = cos[tu, j]
             sj = sign * sin[tu, j]
             i = first + two * j
-            u = x[a, b, c, i]
-            v = x[a, b, c, i + one]
-            out[a, b, c, i] = u * cj - v * sj
-            out[a, b, c, i + one] = v * cj + u * sj
+            u = widen(x[a, b, c, i])
+            v = widen(x[a, b, c, i + one])
+            out[a, b, c, i] = narrow(u * cj - v * sj, out)
+            out[a, b, c, i + one] = narrow(v * cj + u * sj, out)
     else:
         for j in range(n):
             cj = cos[tu, j]
             sj = sign * sin[tu, j]
             i = first + j
-            u = x[a, b, c, i]
-            v = x[a, b, c, i + n]
-            out[a, b, c, i] = u * cj - v * sj
-            out[a, b, c, i + n] = v * cj + u * sj
+            u = widen(x[a, b, c, i])
+            v = widen(x[a, b, c, i + n])
+            out[a, b, c, i] = narrow(u * cj - v * sj, out)
+            out[a, b, c, i + n] = narrow(v * cj + u * sj, out)
 
 
 @njit(inline="always", cache=True)
@@ -57,18 +62,18 @@ def _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, from_interleaved, sign
         for j in range(n):
             cj = cos[tu, j]
             sj = sign * sin[tu, j]
-            u = x[a, b, c, first + two * j]
-            v = x[a, b, c, first + two * j + one]
-            out[a, b, c, first + j] = u * cj - v * sj
-            out[a, b, c, first + j + n] = v * cj + u * sj
+            u = widen(x[a, b, c, first + two * j])
+            v = widen(x[a, b, c, first + two * j + one])
+            out[a, b, c, first + j] = narrow(u * cj - v * sj, out)
+            out[a, b, c, first + j + n] = narrow(v * cj + u * sj, out)
     else:
         for j in range(n):
             cj = cos[tu, j]
             sj = sign * sin[tu, j]
-            u = x[a, b, c, first + j]
-            v = x[a, b, c, first + j + n]
-            out[a, b, c, first + two * j] = u * cj - v * sj
-            out[a, b, c, first + two * j + one] = v * cj + u * sj
+            u = widen(x[a, b, c, first + j])
+            v = widen(x[a, b, c, first + j + n])
+            out[a, b, c, first + two * j] = narrow(u * cj - v * sj, out)
+            out[a, b, c, first + two * j + one] = narrow(v * cj + u * sj, out)
 
 
 @njit(inline="always", cache=True)

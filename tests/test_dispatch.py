@@ -302,7 +302,7 @@ def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
         rr.apply_rope(x, backend=backend)
         rr.apply_rope_qk(x, x, backend=backend)
     assert knocked == []
-    rr.apply_rope(x, None, np.arange(3), backend="auto")  # positions: past the NumPy short road
+    rr.apply_rope(x, None, np.arange(3.0), backend="auto")  # float positions: past the short roads
     assert knocked == ["apply"]
 
 

@@ -57,18 +57,19 @@ def test_encoder_rounds_to_nearest_even_like_ml_dtypes():
 
 
 def _encode(patterns: np.ndarray) -> np.ndarray:
+    """float32 bit `patterns` rounded by the kernel's bfloat16 store, run under numba."""
     from numba import njit
 
-    encode = importlib.import_module("rope_ref.backends.numba_bfloat16")._f32_bits_to_bf16
+    narrow = importlib.import_module("rope_ref.backends.numba_convert").narrow
 
     @njit
-    def run(p, out):
-        for i in range(p.shape[0]):
-            out[i] = encode(p[i])
+    def run(v, out):
+        for i in range(v.shape[0]):
+            out[i] = narrow(v[i], out)
 
-    out = np.empty(patterns.shape, dtype=np.uint16)
-    run(patterns, out)
-    return out
+    out = np.empty(patterns.shape, dtype=np.int16)  # bfloat16 bits, as the kernel stores them
+    run(patterns.view(np.float32), out)
+    return out.view(np.uint16)
 
 
 CASES = [

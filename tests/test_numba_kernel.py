@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import threading
@@ -192,10 +193,13 @@ def test_offset_calls_equal_explicit_positions_exactly(offset, seq, dtype, layou
     np.testing.assert_array_equal(by_offset, explicit)
 
 
-def test_float16_rounds_to_nearest_even_like_numpy():
+@pytest.mark.parametrize("how", ["kernel", "integer"])
+def test_float16_rounds_to_nearest_even_like_numpy(how):
     """The kernel's float32 -> float16 rounding equals NumPy's cast on every float32 bit
     pattern of a structured sample: all 2**13 low-mantissa patterns (the bits rounding
-    looks at) for exponents spanning zero, subnormal, normal, overflow, inf and nan."""
+    looks at) for exponents spanning zero, subnormal, normal, overflow, inf and nan.
+    "kernel" is the conversion the kernel uses here (F16C where the processor has it);
+    "integer" the arithmetic one it uses on processors without."""
     low = np.arange(1 << 13, dtype=np.uint32)
     high = np.arange(0, 1 << 10, 7, dtype=np.uint32) << 13  # upper mantissa bits
     exponents = np.array([0, 1, 90, 101, 102, 103, 110, 111, 112, 113, 127, 141, 142, 143, 255])
@@ -209,22 +213,54 @@ def test_float16_rounds_to_nearest_even_like_numpy():
     values = bits.view(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(np.float16)
-    got = _round_to_f16(values)
+    got = _round_to_f16(values, how)
     same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))
     assert np.all(same), values[~same][:5]
 
 
-def _round_to_f16(values: np.ndarray) -> np.ndarray:
+@pytest.mark.parametrize("how", ["kernel", "integer"])
+def test_float16_widens_exactly_like_numpy(how):
+    """Every one of the 65536 float16 bit patterns widens to NumPy's float32 of it (NaN to
+    a NaN of the same sign)."""
+    from numba import njit
+
+    convert = importlib.import_module("rope_ref.backends.numba_convert")
+    widen = convert.widen if how == "kernel" else convert._f16_bits_to_f32
+
+    @njit
+    def run(h, out):
+        for i in range(h.shape[0]):
+            out[i] = widen(h[i])
+
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got = np.empty(patterns.shape, dtype=np.float32)
+    run(patterns, got)
+    want = patterns.view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    assert np.all(np.isnan(got[nan]))
+    assert np.array_equal(np.signbit(got[nan]), np.signbit(want[nan]))
+
+
+def _round_to_f16(values: np.ndarray, how: str) -> np.ndarray:
     """Round float32 `values` to float16 with the kernel's encoder, run under numba."""
     from numba import njit
 
-    encode = load_backend("numba")._f32_to_f16_bits
+    convert = importlib.import_module("rope_ref.backends.numba_convert")
+    if how == "kernel":
+        narrow = convert.narrow
 
-    @njit
-    def run(v, out):
-        bits = v.view(np.uint32)
-        for i in range(v.shape[0]):
-            out[i] = encode(v[i], bits[i])
+        @njit
+        def run(v, out):
+            for i in range(v.shape[0]):
+                out[i] = narrow(v[i], out)
+    else:
+        encode = convert._f32_to_f16_bits
+
+        @njit
+        def run(v, out):
+            for i in range(v.shape[0]):
+                out[i] = encode(v[i])
 
     out = np.empty(values.shape, dtype=np.uint16)
     run(values, out)

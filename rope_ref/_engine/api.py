@@ -51,6 +51,7 @@ from rope_ref._core.validation import (
 from rope_ref._engine import cpu_arrays
 from rope_ref._engine.dispatch import BACKENDS, load_backend, unusable_reason
 from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.position_ids import numpy_ids_call
 from rope_ref._engine.table_cache import positions_key, table_cache
 
 __all__ = ["apply_rope", "apply_rope_qk"]
@@ -172,10 +173,16 @@ def apply_rope(
     >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
     Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
     """
-    if positions is None and role is None and form == "rotate_half":
+    if role is None and form == "rotate_half":
         kernel = _numpy_kernel(backend, x)
         if kernel is not None:
-            result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
+            if positions is None:
+                result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
+            elif type(positions) is np.ndarray:  # position ids: small ones take a short road
+                result = numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
+                                        seq_len, out)  # fmt: skip
+            else:
+                result = None
             if result is not None:
                 return result
     if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays

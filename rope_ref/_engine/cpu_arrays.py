@@ -31,6 +31,7 @@ import numpy as np
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.dispatch import load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.position_ids import numpy_ids_call
 
 __all__ = ["apply", "apply_qk", "array_kind", "numpy_view", "operators_needed"]
 
@@ -159,7 +160,7 @@ def apply(
     kind = array_kind(x)
     if kind is None or not (type(form) is str and form == "rotate_half"):
         return None  # the reference's forms: the general path
-    if kind == "torch" and positions is None and out is None and role is None:
+    if kind == "torch" and out is None and role is None:
         # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
         road = _short_roads.get(x.dtype)
         if (
@@ -173,9 +174,16 @@ def apply(
                 view = x.numpy()
             except RuntimeError:  # no storage of its own (inside torch.func.vmap)
                 view = None
-            result = view if view is None else numpy_kernel_call(
-                road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
-            )  # fmt: skip
+            if view is None:
+                result = None
+            elif positions is None:
+                result = numpy_kernel_call(
+                    road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
+                )
+            else:  # position ids: small integer ones take a short road
+                result = numpy_ids_call(
+                    road.kernel, view, spec, positions, offset, seq_axis, inverse, seq_len, None
+                )
             if result is not None:
                 return road.from_numpy(result)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)

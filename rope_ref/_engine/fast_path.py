@@ -35,7 +35,7 @@ from rope_ref._core.positions import default_positions
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.table_cache import offset_cache
 
-__all__ = ["numpy_kernel_call"]
+__all__ = ["OffsetTables", "numpy_kernel_call", "offset_tables_for"]
 
 #: Positions per cached block of tables (a power of two).
 BLOCK_BITS = 6
@@ -117,6 +117,28 @@ def _prepare(
     kernel: ModuleType, x: np.ndarray, spec: object, seq_axis: int, inverse: bool, seq_len: Any
 ) -> _Call | None:
     """Check everything that does not change from call to call; None if unusual."""
+    source = offset_tables_for(x, spec, seq_axis, seq_len)
+    if source is None:
+        return None
+    s = source.spec
+    axis = seq_axis % x.ndim
+    table_shape = [1] * x.ndim
+    table_shape[axis] = x.shape[axis]
+    table_shape[-1] = s.n_pairs
+    launch = kernel.prepare(
+        x.shape, x.strides, x.dtype, tuple(table_shape), s.layout, s.rotary_start, inverse
+    )
+    return _Call(spec, launch, source, x.shape[axis])
+
+
+def offset_tables_for(
+    x: np.ndarray, spec: object, seq_axis: int, seq_len: Any
+) -> _OffsetTables | None:
+    """The table source for kernel calls on `x` with `spec` (None: the default spec).
+
+    None when the call is not for the short roads: a spec with xPos, sections or an
+    output layout, an unusual dtype, `seq_axis` or `seq_len`, or anything invalid.
+    """
     dtype = _KERNEL_DTYPES.get(x.dtype)
     if x.dtype.name == "bfloat16":  # ml_dtypes' (not imported here): float32 tables
         dtype = np.dtype(np.float32)
@@ -134,14 +156,7 @@ def _prepare(
         or not (seq_len is None or (_finite(seq_len) and seq_len > 0))
     ):
         return None
-    axis = seq_axis % x.ndim
-    table_shape = [1] * x.ndim
-    table_shape[axis] = x.shape[axis]
-    table_shape[-1] = s.n_pairs
-    launch = kernel.prepare(
-        x.shape, x.strides, x.dtype, tuple(table_shape), s.layout, s.rotary_start, inverse
-    )
-    return _Call(spec, launch, _offset_tables(s, dtype, seq_len), x.shape[axis])
+    return _offset_tables(s, dtype, seq_len)
 
 
 @functools.lru_cache(maxsize=64)
@@ -250,6 +265,8 @@ class _OffsetTables:
 
 
 _source_ids = itertools.count()
+#: The table source of the short roads (`offset_tables_for`).
+OffsetTables = _OffsetTables
 
 
 @functools.lru_cache(maxsize=64)

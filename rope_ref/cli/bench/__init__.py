@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import json
 import math
 import os
@@ -29,8 +30,10 @@ INTERLEAVED_SEQUENCES = (1, 10, 100, 1000)
 #: The harness holds about this many bytes per element of a case at once: the input
 #: (drawn in float64), each output, and the reference backend's float64 temporaries.
 BYTES_PER_ELEMENT = 64
+#: Most interleaved rounds (--rounds): beyond this a run would not end in a working day.
+MAX_ROUNDS = 10_000
 SWEEP_LENGTHS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
-SWEEP_IMPLS = ("copy (parallel)", "copy (numpy)", "numba", "torch eager (HF-style)")
+SWEEP_IMPLS = ("copy (memory)", "copy (parallel)", "numba", "torch eager (HF-style)")
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -48,7 +51,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     bench.add_argument(
         "--preset",
         action="append",
-        choices=sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS]),
+        type=_preset,
+        metavar="{" + ",".join(sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS])) + "}",
         help="a named case (repeatable); default: prefill and decode on the CPU",
     )
     bench.add_argument(
@@ -68,9 +72,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     bench.add_argument("--only", action="append", metavar="NAME", help="time only these")
     bench.add_argument(
         "--rounds",
-        type=_positive,
+        type=_rounds,
         default=15,
-        help="interleaved rounds: one timed call of each implementation per round (15)",
+        help="interleaved rounds: one timed call of each implementation per round (15; at "
+        f"most {MAX_ROUNDS:,})",
     )
     bench.add_argument(
         "--sweep",
@@ -114,8 +119,34 @@ def _shape(text: str) -> tuple[int, int, int, int]:
     return values
 
 
+def _preset(text: str) -> str:
+    """A preset's name; a near miss gets a "did you mean"."""
+    names = sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS])
+    if text in names:
+        return text
+    close = difflib.get_close_matches(text, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    msg = f"invalid choice: {text!r} (choose from {', '.join(map(repr, names))}){hint}"
+    raise argparse.ArgumentTypeError(msg)
+
+
+def _rounds(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_ROUNDS:
+        msg = (
+            f"must be at most {MAX_ROUNDS:,} (each round times every implementation once); "
+            f"got {text!r}"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"must be a positive integer; got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
     if value < 1:
         msg = f"must be a positive integer; got {text!r}"
         raise argparse.ArgumentTypeError(msg)

@@ -22,6 +22,7 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import apply_rope, apply_rope_qk
 from rope_ref._engine.dispatch import available_backends, load_backend
 from rope_ref._engine.fast_path import BLOCK
+from rope_ref.cli.bench.anchors import anchor_rows
 from rope_ref.cli.bench.rows import Case, Impl, Prepared, Unavailable
 
 __all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
@@ -29,8 +30,10 @@ __all__ = ["Impl", "Unavailable", "hf_style", "implementations"]
 
 def implementations(case: Case) -> list[Impl]:
     """The CPU rows to time for `case`, baseline first."""
-    impls = [_cpu_copy(case)]
+    impls = [Impl(MEMORY_COPY, "baseline", functools.partial(_memory_copy, qk=case.qk))]
     backends = available_backends()
+    if backends["numba"] is None and not case.sequences:
+        impls.append(_allocating_copy(case))
     if case.sequences:
         return impls + _decoding(
             case.sequences, "numba" if backends["numba"] is None else "reference"
@@ -39,10 +42,14 @@ def implementations(case: Case) -> list[Impl]:
     if backends["numba"] is None:
         impls.append(Impl("numba", "backend", _backend("numba", case.qk)))
         if not case.qk:
+            impls.append(Impl("numba out=", "backend", _numba_out, "into a preallocated array"))
             impls.append(Impl("numba out=x", "backend", _numba_in_place, "in-place"))
         if not case.qk and case.shape[1] == 1:
             impls.append(Impl("numba offset+1", "backend", _next_token, NEXT_TOKEN_NOTE))
+            impls += _position_id_rows()
         impls += _framework_rows(case)
+    if _installed("torch") and not case.qk:
+        impls.append(Impl(TORCH_COPY, "floor", _torch_copy, "int16/int32 view, copy_"))
     if _installed("torch"):
         impls.append(Impl("torch eager (HF-style)", "peer", _torch_hf(case, compiled=False)))
         note = ONE_THREAD_NOTE if _one_thread(case) else ""
@@ -51,7 +58,7 @@ def implementations(case: Case) -> list[Impl]:
         impls.append(
             Impl("rotary-embedding-torch", "peer", _rotary_embedding_torch, "(B, H, S, D) layout")
         )
-    return impls
+    return impls + anchor_rows(case)
 
 
 def not_timed(case: Case) -> list[str]:
@@ -81,15 +88,47 @@ def _second(x: np.ndarray) -> np.ndarray:
 # -- CPU ---------------------------------------------------------------------------------
 
 
-def _cpu_copy(case: Case) -> Impl:
-    if available_backends()["numba"] is None:
-        return Impl("copy (parallel)", "baseline", functools.partial(_parallel_copy, qk=case.qk))
-    return Impl("copy (numpy)", "baseline", functools.partial(_numpy_copy, qk=case.qk))
+#: The baseline: the same bytes copied by memory copy into preallocated arrays.
+MEMORY_COPY = "copy (memory)"
+#: The same bytes copied by PyTorch (``copy_`` of integer views of the same width).
+TORCH_COPY = "copy (torch)"
 
 
-def _numpy_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+def _bits(a: np.ndarray) -> np.ndarray:
+    """`a` viewed as unsigned integers of its width: a copy of them moves bytes, no floats."""
+    return a.view(np.dtype(f"u{a.itemsize}"))
+
+
+def _memory_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    """``np.copyto`` of the bits of `x` (and of the keys) into preallocated arrays.
+
+    A rotation reads `x` once and writes its output once: a copy of the same bytes is its
+    floor. Copying unsigned integer views of the element's width makes it a memory copy
+    whatever the float type (an element-wise copy of 16-bit floats is several times slower
+    per byte), and preallocated outputs leave page faults out of it.
+    """
     arrays = [x, _second(x)] if qk else [x]
-    return lambda: [a.copy() for a in arrays]
+    pairs = [(_bits(a), _bits(np.empty_like(a))) for a in arrays]
+
+    def run() -> None:
+        for src, dst in pairs:
+            np.copyto(dst, src)
+
+    return run
+
+
+def _torch_copy(x: np.ndarray) -> Prepared:
+    """``Tensor.copy_`` of an integer view of `x`'s tensor (int16 for 16-bit floats)."""
+    import torch
+
+    src = torch.from_numpy(x.view(np.dtype(f"i{x.itemsize}")))
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+def _allocating_copy(case: Case) -> Impl:
+    """A copy into a new array, by numba's threads: the floor of the allocating calls."""
+    return Impl("copy (parallel)", "floor", functools.partial(_parallel_copy, qk=case.qk))
 
 
 def _parallel_copy(x: np.ndarray, *, qk: bool) -> Prepared:
@@ -149,6 +188,8 @@ def _framework_rows(case: Case) -> list[Impl]:
     rows = []
     if _installed("torch"):
         rows.append(Impl("numba (torch tensor)", "backend", _framework(case, "torch")))
+        if not case.qk:
+            rows.append(Impl("numba (torch tensor) out=", "backend", _framework(case, "out")))
     if _installed("jax") and not case.qk and case.dtype != "float64":  # JAX: float32 default
         rows.append(Impl("numba (JAX array)", "backend", _framework(case, "jax")))
     return rows
@@ -156,7 +197,7 @@ def _framework_rows(case: Case) -> list[Impl]:
 
 def _framework(case: Case, framework: str) -> Callable[[np.ndarray], Prepared]:
     def prepare(x: np.ndarray) -> Prepared:
-        if framework == "torch":
+        if framework in ("torch", "out"):
             import torch
 
             def convert(a: np.ndarray) -> Any:
@@ -169,9 +210,25 @@ def _framework(case: Case, framework: str) -> Callable[[np.ndarray], Prepared]:
         if case.qk:
             k = convert(_second(x))
             return lambda: apply_rope_qk(t, k, spec, seq_axis=-3, backend="auto")
-        return lambda: apply_rope(t, spec, seq_axis=-3, backend="auto")
+        out = t.clone() if framework == "out" else None
+        return lambda: apply_rope(t, spec, seq_axis=-3, backend="auto", out=out)
 
     return prepare
+
+
+def _tensor(x: np.ndarray) -> Any:
+    """A CPU tensor of `x`'s values and dtype (bfloat16 by way of float32, exactly)."""
+    import torch
+
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(x.copy())
+
+
+def _numba_out(x: np.ndarray) -> Prepared:
+    out = np.empty_like(x)
+    spec = RopeSpec(x.shape[-1])
+    return lambda: apply_rope(x, spec, seq_axis=-3, backend="numba", out=out)
 
 
 def _numba_in_place(x: np.ndarray) -> Prepared:
@@ -181,6 +238,39 @@ def _numba_in_place(x: np.ndarray) -> Prepared:
 
 
 NEXT_TOKEN_NOTE = "offset one token on per call"
+#: The position of the decode rows' token (by `offset=` and by position ids).
+DECODE_AT = 1000
+
+
+def _position_id_rows() -> list[Impl]:
+    """Decoding as inference code calls it: the token's position as an array."""
+    rows = [
+        Impl("numba offset=1000", "backend", _decode_at(None)),
+        Impl("numba positions=[1000]", "backend", _decode_at("numpy"), "HF-style position ids"),
+    ]
+    if _installed("torch"):
+        rows.append(Impl("numba (torch) positions=", "backend", _decode_at("torch")))
+    return rows
+
+
+def _decode_at(ids: str | None) -> Callable[[np.ndarray], Prepared]:
+    """A decode step at `DECODE_AT`: by `offset=`, or by position ids of shape (1, 1)."""
+
+    def prepare(x: np.ndarray) -> Prepared:
+        spec = RopeSpec(x.shape[-1])
+        if ids is None:
+            return lambda: apply_rope(x, spec, offset=DECODE_AT, seq_axis=-3, backend="numba")
+        p: Any = np.full((x.shape[0], x.shape[1]), DECODE_AT)
+        t: Any = x
+        if ids == "torch":
+            import torch
+
+            p, t = torch.from_numpy(p), _tensor(x)
+        return lambda: apply_rope(t, spec, p, seq_axis=-3, backend="auto")
+
+    return prepare
+
+
 #: Decoding sequences start this many positions apart (each in blocks of its own).
 SEQUENCE_SPACING = 1024
 
@@ -305,6 +395,8 @@ def _rotary_embedding_torch(x: np.ndarray) -> Prepared:
     import torch
     from rotary_embedding_torch import RotaryEmbedding
 
-    t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3)))
+    dtype = getattr(torch, x.dtype.name)  # bfloat16 (ml_dtypes) goes through float32
+    t = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1, 3)).astype(np.float32))
+    t = t.to(dtype)
     rotary = RotaryEmbedding(dim=x.shape[-1])
     return lambda: rotary.rotate_queries_or_keys(t)

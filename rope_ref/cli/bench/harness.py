@@ -23,7 +23,7 @@ import numpy as np
 
 from rope_ref.cli.bench.rows import Case, Impl, Unavailable
 
-__all__ = ["Case", "Result", "rows", "run_case", "sweep_cases"]
+__all__ = ["Case", "Result", "failed_note", "rows", "run_case", "sweep_cases"]
 
 #: Implementations slower than this per call run in the first `SLOW_ROUNDS` rounds only
 #: (every row gets at least that many samples, enough for quartiles).
@@ -127,8 +127,30 @@ def run_case(
             runners[impl.name] = _batched(impl.prepare(x), case.device)
         except Unavailable as why:
             notes[impl.name] = str(why)
+        except Exception as err:  # a peer that fails on this case: reported, not fatal
+            if impl.kind != "peer":
+                raise
+            notes[impl.name] = failed_note(err)
     samples = _interleaved(runners, case, rounds, progress)
     return _summarise(case, impls, samples, notes)
+
+
+def failed_note(err: BaseException) -> str:
+    """The note of a peer row that raised `err` while preparing or warming up.
+
+    Examples
+    --------
+    >>> failed_note(ZeroDivisionError("division by zero"))
+    'failed here: ZeroDivisionError: division by zero'
+    """
+    text = " ".join(str(err).split())
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return (
+        f"failed here: {type(err).__name__}: {text}"
+        if text
+        else f"failed here: {type(err).__name__}"
+    )
 
 
 def _host_dtype(name: str) -> np.dtype[Any]:
