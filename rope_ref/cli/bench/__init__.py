@@ -52,7 +52,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--preset",
         action="append",
         type=_preset,
-        metavar="{" + ",".join(sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS])) + "}",
+        metavar="{" + ",".join(_preset_names()) + "}",
         help="a named case (repeatable); default: prefill and decode on the CPU",
     )
     bench.add_argument(
@@ -119,9 +119,14 @@ def _shape(text: str) -> tuple[int, int, int, int]:
     return values
 
 
+def _preset_names() -> list[str]:
+    """Every preset's name, sorted."""
+    return sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS])
+
+
 def _preset(text: str) -> str:
     """A preset's name; a near miss gets a "did you mean"."""
-    names = sorted([*PRESETS, *GPU_PRESETS, *EXACT_PRESETS, *ORACLE_PRESETS])
+    names = _preset_names()
     if text in names:
         return text
     close = difflib.get_close_matches(text, names, n=1)
