@@ -1,6 +1,7 @@
 """ggml's ``ggml_rope_ext`` as a `rope-ref bench` row (`rope_ref.cli.bench.anchors`).
 
-Kept apart because it imports ``ggml`` (the ``ggml-python`` package) at the top.
+Kept apart because it needs ``ggml`` (the ``ggml-python`` package), imported on call so that
+the module loads (and its docs build and doctests collect) without it.
 """
 
 from __future__ import annotations
@@ -8,8 +9,6 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-import ggml  # type: ignore[import-not-found,unused-ignore]
-import ggml.utils  # type: ignore[import-not-found,unused-ignore]
 import numpy as np
 
 from rope_ref.cli.bench.rows import Prepared
@@ -26,6 +25,9 @@ def ggml_rope(x: np.ndarray, positions: np.ndarray, threads: int) -> Prepared:
     One graph of ``ggml_rope_ext`` in NeoX mode (the half layout), base 10000, no
     scaling, on tensors made and filled once; each call computes it with `threads`.
     """
+    import ggml  # type: ignore[import-not-found,unused-ignore]
+    import ggml.utils  # type: ignore[import-not-found,unused-ignore]
+
     batch, seq, heads, dim = x.shape
     kind = ggml.GGML_TYPE_F32 if x.dtype == np.float32 else ggml.GGML_TYPE_F16
     params = ggml.ggml_init_params(
