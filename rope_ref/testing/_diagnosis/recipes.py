@@ -108,10 +108,31 @@ def _inv_freq_recipe(c: Comparison) -> Diagnosis | None:
     return None
 
 
+def _residual(c: Comparison, build: Callable[[Setup], F64]) -> float:
+    """The largest share of the tolerance by which the result misses `build`'s rotation."""
+    miss = np.abs(c.actual - build(c.setup)) / np.maximum(c.tolerance, np.finfo(np.float64).tiny)
+    return float(np.max(miss, initial=0.0))
+
+
+def _closest(
+    c: Comparison, fitting: list[str], build: Callable[[str], Callable[[Setup], F64]]
+) -> str:
+    """Of the low dtypes whose recipe explains the result, the one it matches closest.
+
+    Where the error model is loose (float32 angles at large positions), a coarser recipe's
+    error and a finer one's can both fit; the data still tell them apart by how close each
+    comes, so the one the result equals is named, not the first tried.
+    """
+    if len(fitting) == 1:
+        return fitting[0]
+    return min(fitting, key=lambda name: _residual(c, build(name)))
+
+
 def _table_recipe(c: Comparison) -> Diagnosis | None:
     """A cos/sin table rounded once to float16 or bfloat16 (angles in float32 or float64)."""
     s = c.setup
     theta = inv_freq(s.spec, s.seq_len)
+    found: dict[str, list[str]] = {}
     for name in LOW:
         fits = [
             "float32" if in_float32 else "float64"
@@ -119,15 +140,19 @@ def _table_recipe(c: Comparison) -> Diagnosis | None:
             if explains_by(c, _with_table(theta, in_float32, name))
         ]
         if fits:
-            angles_note = f"; angles computed in {fits[0]}" if len(fits) == 1 else ""
-            return Diagnosis(
-                "precision",
-                f"the cos/sin table was rounded once to {name} (a {name} cache{angles_note}), "
-                f"and the rotation itself done in {s.dtype}: keep the cos/sin cache in "
-                f"{s.dtype} (the dtype of q and k), or cast it to {name} only where q and k "
-                f"are {name} too.",
-            )
-    return None
+            found[name] = fits
+    if not found:
+        return None
+    name = _closest(c, list(found), lambda low: _with_table(theta, found[low][0] == "float32", low))
+    fits = found[name]
+    angles_note = f"; angles computed in {fits[0]}" if len(fits) == 1 else ""
+    return Diagnosis(
+        "precision",
+        f"the cos/sin table was rounded once to {name} (a {name} cache{angles_note}), "
+        f"and the rotation itself done in {s.dtype}: keep the cos/sin cache in "
+        f"{s.dtype} (the dtype of q and k), or cast it to {name} only where q and k "
+        f"are {name} too.",
+    )
 
 
 def precision_recipes(c: Comparison) -> Diagnosis | None:
