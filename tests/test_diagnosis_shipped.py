@@ -217,6 +217,82 @@ def qwen3_vl_chunked_through_interleaved(x, positions):
     return _turn(x, angles)
 
 
+# --- the same code without the bug (no false alarm) --------------------------------------------
+
+
+def llama3_right(x, positions):
+    """Llama 3 (HF's where-form) with low_freq_factor=1, high_freq_factor=4."""
+    inv = _inv(500000.0, x.shape[-1])
+    factor, context, low, high = 8.0, 8192, 1.0, 4.0
+    wavelen = 2 * math.pi / inv
+    out = np.where(wavelen > context / low, inv / factor, inv)
+    smooth = (context / wavelen - low) / (high - low)
+    medium = ~(wavelen < context / high) & ~(wavelen > context / low)
+    inv = np.where(medium, (1 - smooth) * out / factor + smooth * out, out)
+    return _turn(x, _p(positions) * inv)
+
+
+def ntk_right(x, positions):
+    d = x.shape[-1]
+    return _turn(x, _p(positions) * _inv(10000.0 * 4.0 ** (d / (d - 2)), d))
+
+
+def dynamic_ntk_right(x, positions):
+    d = x.shape[-1]
+    seq_len = max(float(np.max(positions)) + 1.0, 2048.0)
+    base = 10000.0 * (2.0 * seq_len / 2048 - 1.0) ** (d / (d - 2))
+    return _turn(x, _p(positions) * _inv(base, d))
+
+
+def half_table_half_rotation(x, positions):
+    table = np.concatenate([_inv(10000.0, x.shape[-1])] * 2)
+    return _per_feature(x, positions, table, _rotate_half)
+
+
+def interleaved_table_interleaved_rotation(x, positions):
+    table = np.repeat(_inv(10000.0, x.shape[-1]), 2)
+    return _per_feature(x, positions, table, _rotate_interleaved)
+
+
+def float32_recipe(x, positions):
+    """HF's recipe: inv_freq from an int64 arange, angles, cos and sin in float32."""
+    import torch
+
+    d = x.shape[-1]
+    inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    angles = torch.from_numpy(np.asarray(positions, np.float32))[:, None] * inv
+    emb = torch.cat([angles, angles], dim=-1)
+    t = torch.from_numpy(x.astype(np.float32))
+    half = torch.cat([-t[..., d // 2 :], t[..., : d // 2]], dim=-1)
+    return (t * emb.cos() + half * emb.sin()).numpy()
+
+
+def yarn_right(x, positions):
+    """YaRN's frequencies and its attention factor 0.1 ln s + 1 on cos and sin."""
+    return yarn_attention_factor_dropped(x, positions) * np.float32(0.1 * math.log(4.0) + 1.0)
+
+
+def partial_rotary_right(x, positions):
+    d = x.shape[-1]
+    return _turn(x, _p(positions) * _inv(10000.0, d // 2))
+
+
+def proportional_right(x, positions):
+    d = x.shape[-1]
+    k = int(0.25 * d // 2)
+    inv = np.zeros(d // 2)
+    inv[:k] = _inv(10000.0, d)[:k]
+    return _turn(x, _p(positions) * inv)
+
+
+def flux_ladders_right(x, positions):
+    pairs = (4, 14, 14)
+    ladder = np.concatenate([_inv(10000.0, 2 * s) for s in pairs])
+    axis = np.repeat(np.arange(3), pairs)
+    angles = np.asarray(positions, np.float64)[:, axis] * ladder
+    return _turn(x, angles, "interleaved")
+
+
 # --- the cases ----------------------------------------------------------------------------------
 
 
@@ -402,3 +478,30 @@ def test_a_bfloat16_cache_at_large_angles_is_not_named_float16(seed):
     assert found is not None
     assert found.cause == "precision", found
     assert "rounded once to bfloat16" in found.message, found
+
+
+CORRECT: dict[str, tuple[Callable[..., np.ndarray], str]] = {
+    "llama3": (llama3_right, "llama3-factors-swapped"),
+    "ntk": (ntk_right, "ntk-without-exponent"),
+    "dynamic-ntk": (dynamic_ntk_right, "dynamic-ntk-length-off-by-one"),
+    "half-table-half-rotation": (half_table_half_rotation, "half-table-interleaved-rotation"),
+    "interleaved-table-interleaved-rotation": (
+        interleaved_table_interleaved_rotation,
+        "interleaved-table-half-rotation",
+    ),
+    "float32-recipe": (float32_recipe, "angles-in-bfloat16"),
+    "yarn": (yarn_right, "yarn-attention-factor-dropped"),
+    "partial-rotary": (partial_rotary_right, "partial-rotary-over-head-dim"),
+    "proportional": (proportional_right, "proportional-exponents-over-pH"),
+    "flux-ladders": (flux_ladders_right, "flux-ladders-wrong-base"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRECT))
+def test_the_same_code_without_the_bug_passes(name):
+    fn, buggy = CORRECT[name]
+    case = SHIPPED[buggy]
+    sets = [case.positions] if case.positions is not None else list(POSITION_SETS.values())
+    for p in sets:
+        x = _x(len(p))
+        assert diagnose(fn(x.copy(), p.copy()), x, case.spec, p) is None, f"{name} at {p[:4]}"
