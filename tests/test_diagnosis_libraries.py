@@ -390,6 +390,15 @@ PLANTS: dict[str, Plant] = {
         "frequencies",
         "100",
     ),
+    "timm-embed-bfloat16": Plant(
+        "timm",
+        f"{TIMM}.RotaryEmbedding",
+        "get_embed",
+        _result(lambda embed: tuple(t.bfloat16().float() for t in embed)),
+        "in_pixels=False (EVA-02)",
+        "precision",
+        "bfloat16",
+    ),
     "timm-rot-negated": Plant(
         "timm",
         TIMM,

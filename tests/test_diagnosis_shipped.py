@@ -205,6 +205,20 @@ def flux_ladders_wrong_base(x, positions):
     return _turn(x, angles, "interleaved")
 
 
+def flux_table_in_bfloat16(x, positions):
+    """Flux's per-axis cos/sin table cast to the model's bfloat16, the rotation in float32."""
+    import torch
+
+    pairs = (4, 14, 14)
+    ladder = np.concatenate([_inv(10000.0, 2 * s) for s in pairs])
+    axis = np.repeat(np.arange(3), pairs)
+    angles = np.repeat(np.asarray(positions, np.float64)[:, axis] * ladder, 2, axis=-1)
+    cos = torch.from_numpy(np.cos(angles)).bfloat16().double().numpy()
+    sin = torch.from_numpy(np.sin(angles)).bfloat16().double().numpy()
+    xf = x.astype(np.float64)
+    return (xf * cos + _rotate_interleaved(xf) * sin).astype(x.dtype)
+
+
 def qwen3_vl_chunked_through_interleaved(x, positions):
     """A chunked (16, 24, 24) M-RoPE model run through Qwen3-VL's interleaved apply."""
     d = x.shape[-1]
@@ -403,6 +417,18 @@ SHIPPED: dict[str, Shipped] = {
         ),
         "frequencies",
         "1000",
+        positions=FLUX_POSITIONS,
+    ),
+    "flux-table-in-bfloat16": Shipped(
+        flux_table_in_bfloat16,
+        rr.RopeSpec(
+            D,
+            layout="interleaved",
+            freqs=rr.axial_freqs((4, 14, 14)),
+            sections=(4, 14, 14),
+        ),
+        "precision",
+        "rounded once to bfloat16",
         positions=FLUX_POSITIONS,
     ),
     "qwen3-vl-chunked-through-interleaved": Shipped(

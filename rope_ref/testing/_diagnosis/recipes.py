@@ -18,6 +18,7 @@ from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref._core.reference import rotate
 from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.focus import explains_by
+from rope_ref.testing._diagnosis.frequencies import pair_positions
 from rope_ref.testing._diagnosis.precision import round_to
 from rope_ref.testing._diagnosis.shared import Diagnosis, oracle_from_angles
 
@@ -65,14 +66,14 @@ def _angles(p: F64, theta: F64, in_float32: bool) -> F64:
 
 def _with_inv_freq(theta: F64, in_float32: bool) -> Callable[[Setup], F64]:
     def build(s: Setup) -> F64:
-        return oracle_from_angles(s, _angles(s.grid[..., None], theta, in_float32))
+        return oracle_from_angles(s, _angles(pair_positions(s), theta, in_float32))
 
     return build
 
 
 def _with_table(theta: F64, in_float32: bool, name: str) -> Callable[[Setup], F64]:
     def build(s: Setup) -> F64:
-        angles = _angles(s.grid[..., None], theta, in_float32)
+        angles = _angles(pair_positions(s), theta, in_float32)
         return _rotate_with(s, round_to(np.cos(angles), name), round_to(np.sin(angles), name))
 
     return build
@@ -158,8 +159,8 @@ def _table_recipe(c: Comparison) -> Diagnosis | None:
 def precision_recipes(c: Comparison) -> Diagnosis | None:
     """The first low-precision recipe the result equals within the error model."""
     s = c.setup
-    if s.spec.sections is not None or s.spec.xpos is not None or s.spec.n_pairs == 0:
-        return None  # the angles built here are those of 1-D RoPE, without an xPos scale
+    if s.spec.xpos is not None or s.spec.n_pairs == 0:
+        return None  # the angles built here carry no xPos scale
     if c.model is None:
         return None  # explicit rtol/atol: no error model to hold a recipe to
     return _inv_freq_recipe(c) or _table_recipe(c)
