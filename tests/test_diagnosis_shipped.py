@@ -164,6 +164,11 @@ def yarn_attention_factor_dropped(x, positions):
     return _turn(x, _p(positions) * inv)
 
 
+def yarn_always_truncated(x, positions):
+    """vLLM #27722: YaRN's correction range floored and ceiled although truncate=False."""
+    return yarn_attention_factor_dropped(x, positions) * np.float32(0.1 * math.log(4.0) + 1.0)
+
+
 def partial_rotary_over_head_dim(x, positions):
     """pie #603: partial RoPE (32 of 64) with exponents over head_dim, not rotary_dim."""
     d = x.shape[-1]
@@ -388,6 +393,13 @@ SHIPPED: dict[str, Shipped] = {
         "attention_factor",
         "",
         hf=_hf(**YARN),
+    ),
+    "yarn-always-truncated": Shipped(
+        yarn_always_truncated,
+        rr.RopeSpec(D, scaling=scaling.YaRN(4.0, original_max_position=4096, truncate=False)),
+        "scaling",
+        "truncate",
+        hf=_hf(**YARN, truncate=False),
     ),
     "partial-rotary-over-head-dim": Shipped(
         partial_rotary_over_head_dim, rr.RopeSpec(D, rotary_dim=D // 2), "frequencies", "64"
