@@ -427,17 +427,13 @@ def _entry(plant: Plant) -> Any:
     return found[0]
 
 
-def _worst(entry: Any) -> tuple[Any, np.ndarray, np.ndarray]:
-    """The result, input and positions of the entry's failing position set (or the last)."""
-    last = None
+def _results(entry: Any) -> list[tuple[Any, np.ndarray, np.ndarray]]:
+    """The result, input and positions at each of the survey's position sets of `entry`."""
+    out = []
     for i, p in enumerate(position_sets(entry, MAX_POSITION)):
         x = _inputs(entry, p, i)
-        y = entry.run(x.copy(), p.copy())
-        last = (y, x, p)
-        if diagnose(y, x, entry.spec, p) is not None:
-            return last
-    assert last is not None
-    return last
+        out.append((entry.run(x.copy(), p.copy()), x, p))
+    return out
 
 
 def _check_entry(plant: Plant) -> Any:
@@ -453,11 +449,15 @@ def test_a_bug_planted_in_the_library_is_named(name, monkeypatch):
     original = getattr(target, plant.attribute)
     monkeypatch.setattr(target, plant.attribute, plant.wrap(original))
     entry = _entry(plant)
-    y, x, p = _worst(entry)
-    found = diagnose(y, x, entry.spec, p)
-    assert found is not None, f"{name}: the planted bug passed"
-    assert found.cause == plant.cause, f"{name}: {found}"
-    assert plant.snippet in found.message, f"{name}: {found}"
+    failing = []
+    for y, x, p in _results(entry):  # the same cause at every position set that fails
+        found = diagnose(y, x, entry.spec, p)
+        if found is not None:
+            assert found.cause == plant.cause, f"{name} at {p[:4]}: {found}"
+            assert plant.snippet in found.message, f"{name} at {p[:4]}: {found}"
+            failing.append((y, x, p))
+    assert failing, f"{name}: the planted bug passed"
+    y, x, p = failing[0]
     with pytest.raises(AssertionError) as raised:
         assert_rope_close(y, x, entry.spec, positions=p)
     assert f"Likely cause: {plant.cause}:" in str(raised.value), f"{name}: {raised.value}"
