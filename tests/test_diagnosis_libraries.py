@@ -181,6 +181,16 @@ PLANTS: dict[str, Plant] = {
         "scaling",
         "swapped",
     ),
+    "litgpt-mla-read-as-half": Plant(
+        "litgpt",
+        LITGPT,
+        "apply_rope_interleave",
+        lambda original: sys.modules[LITGPT].apply_rope,
+        "rope_interleave=True",
+        "layout",
+        "interleaved",
+        peer="apply_rope_interleave",
+    ),
     "litgpt-sin-negated": Plant(
         "litgpt",
         LITGPT,
