@@ -18,6 +18,7 @@ from rope_ref._core.frequencies import attention_factor, inv_freq
 from rope_ref._core.reference import rotate
 from rope_ref.testing._compare import F64, Comparison, Setup
 from rope_ref.testing._diagnosis.focus import explains_by
+from rope_ref.testing._diagnosis.frequencies import pair_positions
 from rope_ref.testing._diagnosis.precision import round_to
 from rope_ref.testing._diagnosis.shared import Diagnosis, oracle_from_angles
 
@@ -65,14 +66,14 @@ def _angles(p: F64, theta: F64, in_float32: bool) -> F64:
 
 def _with_inv_freq(theta: F64, in_float32: bool) -> Callable[[Setup], F64]:
     def build(s: Setup) -> F64:
-        return oracle_from_angles(s, _angles(s.grid[..., None], theta, in_float32))
+        return oracle_from_angles(s, _angles(pair_positions(s), theta, in_float32))
 
     return build
 
 
 def _with_table(theta: F64, in_float32: bool, name: str) -> Callable[[Setup], F64]:
     def build(s: Setup) -> F64:
-        angles = _angles(s.grid[..., None], theta, in_float32)
+        angles = _angles(pair_positions(s), theta, in_float32)
         return _rotate_with(s, round_to(np.cos(angles), name), round_to(np.sin(angles), name))
 
     return build
@@ -108,10 +109,31 @@ def _inv_freq_recipe(c: Comparison) -> Diagnosis | None:
     return None
 
 
+def _residual(c: Comparison, build: Callable[[Setup], F64]) -> float:
+    """The largest share of the tolerance by which the result misses `build`'s rotation."""
+    miss = np.abs(c.actual - build(c.setup)) / np.maximum(c.tolerance, np.finfo(np.float64).tiny)
+    return float(np.max(miss, initial=0.0))
+
+
+def _closest(
+    c: Comparison, fitting: list[str], build: Callable[[str], Callable[[Setup], F64]]
+) -> str:
+    """Of the low dtypes whose recipe explains the result, the one it matches closest.
+
+    Where the error model is loose (float32 angles at large positions), a coarser recipe's
+    error and a finer one's can both fit; the data still tell them apart by how close each
+    comes, so the one the result equals is named, not the first tried.
+    """
+    if len(fitting) == 1:
+        return fitting[0]
+    return min(fitting, key=lambda name: _residual(c, build(name)))
+
+
 def _table_recipe(c: Comparison) -> Diagnosis | None:
     """A cos/sin table rounded once to float16 or bfloat16 (angles in float32 or float64)."""
     s = c.setup
     theta = inv_freq(s.spec, s.seq_len)
+    found: dict[str, list[str]] = {}
     for name in LOW:
         fits = [
             "float32" if in_float32 else "float64"
@@ -119,22 +141,26 @@ def _table_recipe(c: Comparison) -> Diagnosis | None:
             if explains_by(c, _with_table(theta, in_float32, name))
         ]
         if fits:
-            angles_note = f"; angles computed in {fits[0]}" if len(fits) == 1 else ""
-            return Diagnosis(
-                "precision",
-                f"the cos/sin table was rounded once to {name} (a {name} cache{angles_note}), "
-                f"and the rotation itself done in {s.dtype}: keep the cos/sin cache in "
-                f"{s.dtype} (the dtype of q and k), or cast it to {name} only where q and k "
-                f"are {name} too.",
-            )
-    return None
+            found[name] = fits
+    if not found:
+        return None
+    name = _closest(c, list(found), lambda low: _with_table(theta, found[low][0] == "float32", low))
+    fits = found[name]
+    angles_note = f"; angles computed in {fits[0]}" if len(fits) == 1 else ""
+    return Diagnosis(
+        "precision",
+        f"the cos/sin table was rounded once to {name} (a {name} cache{angles_note}), "
+        f"and the rotation itself done in {s.dtype}: keep the cos/sin cache in "
+        f"{s.dtype} (the dtype of q and k), or cast it to {name} only where q and k "
+        f"are {name} too.",
+    )
 
 
 def precision_recipes(c: Comparison) -> Diagnosis | None:
     """The first low-precision recipe the result equals within the error model."""
     s = c.setup
-    if s.spec.sections is not None or s.spec.xpos is not None or s.spec.n_pairs == 0:
-        return None  # the angles built here are those of 1-D RoPE, without an xPos scale
+    if s.spec.xpos is not None or s.spec.n_pairs == 0:
+        return None  # the angles built here carry no xPos scale
     if c.model is None:
         return None  # explicit rtol/atol: no error model to hold a recipe to
     return _inv_freq_recipe(c) or _table_recipe(c)

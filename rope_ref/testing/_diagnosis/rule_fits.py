@@ -92,17 +92,37 @@ def llama3_freqs(theta: F64, factor: float, context: int, low: float, high: floa
     return np.asarray(np.where(medium, blended, out), dtype=np.float64)
 
 
+def llama3_clamped_freqs(theta: F64, factor: float, context: int, low: float, high: float) -> F64:
+    """Llama 3's rule written with a clamped smooth factor (litgpt's form).
+
+    For ``low < high`` it equals `llama3_freqs`; with the factors swapped, the clamp turns
+    the bands around (the fast pairs are divided by the factor, the slow ones kept).
+    """
+    if high == low:
+        return llama3_freqs(theta, factor, context, low, high)
+    ratio = context * theta / (2.0 * math.pi)
+    smooth = np.clip((ratio - low) / (high - low), 0.0, 1.0)
+    return np.asarray((1.0 - smooth) * theta / factor + smooth * theta, dtype=np.float64)
+
+
 def _llama3(s: Setup, rule: rules.Llama3, plain: F64) -> Iterator[Candidate]:
     low, high = rule.low_freq_factor, rule.high_freq_factor
     args = (rule.factor, rule.original_max_position)
     spec_text = f"the spec says low_freq_factor={low:g}, high_freq_factor={high:g}"
     if low != high:
+        swapped = (
+            f"Llama 3's band factors are swapped: the result follows low_freq_factor="
+            f"{high:g}, high_freq_factor={low:g}; {spec_text}."
+        )
+        fix = "pass low_freq_factor and high_freq_factor to the rule in their own places."
         yield (
             llama3_freqs(plain, *args, high, low),
-            f"Llama 3's band factors are swapped: the result follows low_freq_factor="
-            f"{high:g}, high_freq_factor={low:g}; {spec_text}. Only the pairs between the "
-            "band edges turn otherwise: pass low_freq_factor and high_freq_factor to the "
-            "rule in their own places.",
+            f"{swapped} Only the pairs between the band edges turn otherwise: {fix}",
+        )
+        yield (
+            llama3_clamped_freqs(plain, *args, high, low),
+            f"{swapped} Written with a clamped smooth factor, the swap turns the bands "
+            f"around (the fast pairs are divided by the factor, the slow ones kept): {fix}",
         )
     for value in _grid(0.25, 64.0):
         if value != high and value >= low:
