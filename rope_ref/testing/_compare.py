@@ -317,8 +317,10 @@ def setup(
 
 def check_array(name: str, a: object) -> str:
     """Return the dtype name of the floating array `a`, or raise naming `name`."""
-    if isinstance(a, HostResult):
+    if type(a) is np.ndarray:  # no subclass: its dtype is what it stores
         dtype: object = a.dtype
+    elif isinstance(a, HostResult):
+        dtype = a.dtype
     elif not is_array(a) and not isinstance(a, np.ndarray):
         msg = f"`{name}` must be an array; got {type(a).__name__}."
         raise TypeError(msg)
@@ -401,11 +403,11 @@ def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> 
     return np.asarray(tol, dtype=np.float64)
 
 
-def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
+def _model_tolerance(s: Setup, per_row: F64, actual_eps: float) -> F64:
     """`tolerance` of the setup's own oracle, without spreading the pair norms first.
 
-    The same numbers: each pair's norm times its row's ``model.atol(angle, 1)``, computed
-    on pairs and then written to both features of the pair.
+    The same numbers: each pair's norm times its row's ``model.atol(angle, 1)``
+    (`per_row`), computed on pairs and then written to both features of the pair.
     """
     spec = s.spec
     y = s.expected
@@ -413,7 +415,6 @@ def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
     layout = spec.layout if s.inverse else spec.written_layout
     first, second = split_pairs(y[..., start:stop], layout=layout)
     r = _radii(first, second)
-    per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
     r *= per_row[..., None]
     pair_tol = r
     tol = np.empty_like(y, dtype=np.float64)
@@ -496,11 +497,17 @@ def compare_checked(
     angle_dtype: object,
     dtype: str | None,
     position_dtype: str | None,
+    actual_name: str | None = None,
 ) -> Comparison:
-    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names)."""
+    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names).
+
+    `actual_name` is the dtype name `check_actual` gave for `actual`, when the caller
+    has checked it already (None: it is checked here).
+    """
     precision = s.dtype if dtype is None else dtype
     position_eps = None if position_dtype is None else EPS[position_dtype]
-    actual_name = check_actual(actual)
+    if actual_name is None:
+        actual_name = check_actual(actual)
     a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
     if a64.shape != s.x.shape:
         msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
@@ -511,12 +518,13 @@ def compare_checked(
     unchecked = None
     if rtol is None and atol is None:
         model = error_model(precision, angle_dtype=angle_dtype)
-        tol = _model_tolerance(s, model, EPS[precision])
+        per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
+        tol = _model_tolerance(s, per_row, EPS[precision])
         if position_eps is not None:
             tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
             shift = 0.0 if position_eps is None else position_shift(s, position_eps)
-            per_unit = np.asarray(model.atol(s.max_angles(), 1.0)) + shift
+            per_unit = per_row + shift
             unchecked = (s.max_angles() > checkable_angle(model)) | (per_unit > CHECKABLE_SHARE)
     else:
         model = None
