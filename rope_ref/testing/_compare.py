@@ -201,19 +201,19 @@ class Comparison:
         """``error / tolerance`` per element (inf where the tolerance is 0 and error is not)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             r = self.error / self.tolerance
-        if math.isnan(float(np.max(r, initial=0.0))):  # 0 / 0: no error where none is allowed
+        if math.isnan(float(r.max(initial=0.0))):  # 0 / 0: no error where none is allowed
             r[np.isnan(r)] = 0.0  # (error is never NaN: a NaN result's error is inf)
         return r
 
     @functools.cached_property
     def max_ratio(self) -> float:
         """The largest `ratio` (0 for an empty result)."""
-        return float(np.max(self.ratio, initial=0.0))
+        return float(self.ratio.max(initial=0.0))
 
     @functools.cached_property
     def max_error(self) -> float:
         """The largest `error` (0 for an empty result)."""
-        return float(np.max(self.error, initial=0.0))
+        return float(self.error.max(initial=0.0))
 
     @functools.cached_property
     def failed(self) -> NDArray[np.bool_]:
@@ -379,7 +379,7 @@ def _radii(first: F64, second: F64) -> F64:
         r = np.square(first)
         r += np.square(second)
         np.sqrt(r, out=r)
-    if r.size and not (float(np.min(r)) > 1e-150 and float(np.max(r)) < 1e150):
+    if r.size and not (float(r.min()) > 1e-150 and float(r.max()) < 1e150):
         return np.asarray(np.hypot(first, second), dtype=np.float64)
     return r
 
@@ -530,7 +530,7 @@ def compare_checked(
         model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
         tol = np.broadcast_to(tol, error.shape).astype(np.float64)
-    if not math.isfinite(float(np.max(tol, initial=0.0))):  # inf or NaN: only the same passes
+    if not math.isfinite(float(tol.max(initial=0.0))):  # inf or NaN: only the same passes
         tol = np.where(np.isfinite(tol), tol, 0.0)
     mismatch = None
     if actual_name != precision:
@@ -562,7 +562,7 @@ def _error(actual: F64, expected: F64) -> F64:
     """
     with np.errstate(invalid="ignore"):
         error = np.abs(actual - expected)
-    if not math.isfinite(float(np.max(error, initial=0.0))):
+    if not math.isfinite(float(error.max(initial=0.0))):
         same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
         error = np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
     return error
