@@ -17,6 +17,7 @@ from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope, laid_out_positions
+from rope_ref.testing._once import once
 from rope_ref.testing._tolerance import (
     CHECKABLE_SHARE,
     EPS,
@@ -80,21 +81,21 @@ class Setup:
             return self.expected.copy()
         return self._rotated(spec, self.compact_grid if grid is None else grid, inverse)
 
-    @functools.cached_property
+    @once
     def expected(self) -> F64:
         """The oracle's result, computed on first use (read-only: `oracle` gives a copy)."""
         y = self._rotated(None, self.compact_grid, None)
         y.setflags(write=False)
         return y
 
-    @functools.cached_property
+    @once
     def expected_norms(self) -> F64:
         """`pair_norms` of `expected`, computed on first use (read-only)."""
         norms = pair_norms(self.spec, self.expected, inverse=self.inverse)
         norms.setflags(write=False)
         return norms
 
-    @functools.cached_property
+    @once
     def compact_grid(self) -> F64:
         """`grid` without its broadcast axes: the positions as the engine lays them out.
 
@@ -135,7 +136,7 @@ class Setup:
             return self._own_max_angles
         return self._max_angles(spec)
 
-    @functools.cached_property
+    @once
     def angles(self) -> F64:
         """The angle of every pair at every position, computed once, on first use.
 
@@ -152,7 +153,7 @@ class Setup:
         at = tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))
         return np.asarray(self.angles[at], dtype=np.float64)
 
-    @functools.cached_property
+    @once
     def _own_max_angles(self) -> F64:
         return self._max_angles(self.spec, self.angles)
 
@@ -194,9 +195,9 @@ class Comparison:
     @property
     def checkable(self) -> bool:
         """Whether every row's tolerance can tell a correct result from a wrong one."""
-        return self.unchecked is None or not bool(np.any(self.unchecked))
+        return self.unchecked is None or not bool(self.unchecked.any())
 
-    @functools.cached_property
+    @once
     def ratio(self) -> F64:
         """``error / tolerance`` per element (inf where the tolerance is 0 and error is not)."""
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -205,29 +206,29 @@ class Comparison:
             r[np.isnan(r)] = 0.0  # (error is never NaN: a NaN result's error is inf)
         return r
 
-    @functools.cached_property
+    @once
     def max_ratio(self) -> float:
         """The largest `ratio` (0 for an empty result)."""
         return float(self.ratio.max(initial=0.0))
 
-    @functools.cached_property
+    @once
     def max_error(self) -> float:
         """The largest `error` (0 for an empty result)."""
         return float(self.error.max(initial=0.0))
 
-    @functools.cached_property
+    @once
     def failed(self) -> NDArray[np.bool_]:
         """Mask of elements outside the tolerance (NaN counts as outside)."""
         return ~(self.error <= self.tolerance)
 
-    @functools.cached_property
+    @once
     def ok(self) -> bool:
         """Whether every element is within a meaningful tolerance, in the dtype asked for."""
         # error / tolerance < 1 everywhere implies error < tolerance: no mask needed then.
         within = self.max_ratio < 1.0 or not bool(np.any(self.failed))
         return within and self.dtype_mismatch is None and self.checkable
 
-    @functools.cached_property
+    @once
     def worst(self) -> tuple[int, ...]:
         """Index of the element with the largest error relative to its tolerance."""
         if self.error.size == 0:
@@ -294,8 +295,8 @@ def setup(
             f"got shape {tuple(x64.shape)}."
         )
         raise ValueError(msg)
-    hxp = host_namespace()
-    raw = host64(positions) if is_array(positions) else positions
+    hxp = _host_namespace()
+    raw = host64(positions) if type(positions) is np.ndarray or is_array(positions) else positions
     # The engine's own layout of the positions against x (one copy of the rules).
     laid, _ = laid_out_positions(x64, spec, raw, offset=offset, seq_axis=seq_axis, xp=hxp)
     lead = tuple(x64.shape[:-1])
@@ -313,6 +314,12 @@ def setup(
         role=role,
         dtype=name,
     )
+
+
+@functools.cache
+def _host_namespace() -> Any:
+    """`host_namespace`, looked up once: the NumPy namespace does not change."""
+    return host_namespace()
 
 
 def check_array(name: str, a: object) -> str:
