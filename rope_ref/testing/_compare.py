@@ -144,7 +144,7 @@ class Setup:
         with `angles_at`).
         """
         angles = np.array(rope_angles(self.spec, self.compact_grid, self.seq_len), np.float64)
-        angles.setflags(write=False)
+        angles.setflags(write=False)  # a copy: the engine's array is never made read-only
         return angles
 
     def angles_at(self, row: tuple[int, ...]) -> F64:
@@ -163,7 +163,7 @@ class Setup:
             angles = np.asarray(rope_angles(spec, self.compact_grid, self.seq_len))
         if angles.shape[-1] == 0:
             return np.broadcast_to(np.zeros(()), lead)
-        largest = np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
+        largest = np.abs(angles).max(axis=-1)
         return np.broadcast_to(largest, lead)
 
 
@@ -568,7 +568,8 @@ def _error(actual: F64, expected: F64) -> F64:
     is NaN or they are different infinities.
     """
     with np.errstate(invalid="ignore"):
-        error = np.abs(actual - expected)
+        error = np.subtract(actual, expected)
+        np.abs(error, out=error)
     if not math.isfinite(float(error.max(initial=0.0))):
         same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
         error = np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
