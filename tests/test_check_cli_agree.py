@@ -4,6 +4,7 @@ mismatch (the one its reproducer raises), and no read of a config past its limit
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -81,6 +82,35 @@ def test_a_config_past_the_size_limit_is_refused(capsys, tmp_path):
     )
     assert status == 2
     assert "is larger than 16 MiB" in capsys.readouterr().err
+
+
+def test_the_command_reads_a_config_file_with_the_reader_of_from_hf(capsys, tmp_path, monkeypatch):
+    from rope_ref._config import hf_file
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"head_dim": 64, "rope_theta": 10000.0, "padding": "x" * 200}))
+    monkeypatch.setattr(hf_file, "MAX_CONFIG_BYTES", 100)  # one limit: the reader's
+    with pytest.raises(ValueError, match="too large"):
+        rr.RopeSpec.from_hf(config)
+    status = main(
+        ["check", f"{TARGETS}:correct_half", "--convention", "plain", "--hf-config", str(config)]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith(f"rope-ref check: error: --hf-config {str(config)!r}: is larger than")
+
+
+def test_a_config_file_that_is_not_an_object_is_refused_in_the_readers_words(capsys, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object; got list") as raised:
+        rr.RopeSpec.from_hf(config)
+    status = main(
+        ["check", f"{TARGETS}:correct_half", "--convention", "plain", "--hf-config", str(config)]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert str(raised.value).replace("`", "") in err
 
 
 def test_a_result_along_the_other_sequence_axis_gets_the_hint():

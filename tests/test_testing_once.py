@@ -80,3 +80,19 @@ def test_only_a_failure_runs_the_diagnosis(calls):
     assert not report.ok
     assert report.diagnosis is not None
     assert calls["apply_rope"] > 1  # the diagnosis tries other oracles
+
+
+def test_a_passing_assert_checks_each_array_once(monkeypatch):
+    from rope_ref.testing import _compare
+
+    y, x, spec, p = _case((2, 16, 4, 64))
+    checked: list[str] = []
+    original = _compare.check_array
+
+    def counted(name: str, a: object) -> str:
+        checked.append(name)
+        return original(name, a)
+
+    monkeypatch.setattr(_compare, "check_array", counted)
+    assert_rope_close(y, x, spec, p, seq_axis=1)
+    assert sorted(checked) == ["actual", "x"]

@@ -12,11 +12,13 @@ import importlib.util
 import json
 import math
 import os
-import stat
-from pathlib import Path
+import re
 from typing import Any, NoReturn
 
+from rope_ref._config.hf_file import MAX_CONFIG_BYTES, read_config
+
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "MAX_HEAD_DIM",
     "MAX_POSITION",
     "AttentionFactorOnly",
@@ -119,20 +121,10 @@ def _as_options(message: str) -> str:
 
 
 def spec_from_hf(text: str) -> Any:
+    """The spec of ``--hf-config``: a JSON object string, or a config.json file's path."""
     from rope_ref._core.spec import RopeSpec
 
-    source = "the JSON string"
-    if not text.lstrip().startswith(("{", "[")):
-        text, source = _read_config(text), _short(text)
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        msg = f"--hf-config: {source} is not valid JSON ({err})."
-        raise OptionError(msg) from None
-    except RecursionError:
-        fail(f"--hf-config: {source} is nested too deeply to be a config.")
-    if not isinstance(config, dict):
-        fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
+    config = _parse_json(text) if text.lstrip().startswith(("{", "[")) else _read_config(text)
     try:
         return RopeSpec.from_hf(config)
     except (TypeError, ValueError, KeyError) as err:
@@ -142,54 +134,64 @@ def spec_from_hf(text: str) -> Any:
         fail("--hf-config: the config is nested too deeply.")
 
 
+def _parse_json(text: str) -> dict[str, Any]:
+    """The JSON object string given to ``--hf-config``."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        msg = f"--hf-config: the JSON string is not valid JSON ({err})."
+        raise OptionError(msg) from None
+    except RecursionError:
+        fail("--hf-config: the JSON string is nested too deeply to be a config.")
+    if not isinstance(config, dict):
+        fail(f"--hf-config must hold a JSON object; got {type(config).__name__}.")
+    return config
+
+
 def _short(text: str, limit: int = 80) -> str:
     """`text` quoted, cut to `limit` characters (a long argument stays one line)."""
     shown = text if len(text) <= limit else text[: limit - 3] + "..."
     return repr(shown)
 
 
-#: Largest config file read (a transformers config.json is a few kilobytes).
-MAX_CONFIG_BYTES = 16 * 2**20
+def _read_config(name: str) -> dict[str, Any]:
+    """The config file `name` read by `read_config` (what `RopeSpec.from_hf` reads).
 
-
-def _read_bounded(path: Path, where: str) -> bytes:
-    """The bytes of the regular file `path`, refused past `MAX_CONFIG_BYTES`.
-
-    A device, a FIFO or a socket is refused before it is opened (``/dev/zero`` never
-    ends; a FIFO blocks the open).
+    One reader, one size limit (`MAX_CONFIG_BYTES`): a device, a FIFO or a socket is
+    refused unread, a file past the limit unparsed. Its refusals become one-line
+    `OptionError` messages naming the option; a directory is refused here (the option
+    takes a file).
     """
-    mode = path.stat().st_mode
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError
-    if not stat.S_ISREG(mode):
-        fail(f"{where}: is not a regular file (a device, a pipe or a socket); give a config.json.")
-    with path.open("rb") as f:
-        data = f.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        fail(f"{where}: is larger than {MAX_CONFIG_BYTES // 2**20} MiB; a config.json is a few kB.")
-    return data
-
-
-def _read_config(name: str) -> str:
-    """The text of the config file `name`, or a one-line OptionError saying what is wrong."""
     where = f"--hf-config {_short(name)}"
-    if not name.strip().endswith(".json") and not name.strip().endswith("/"):
-        hint = " (give a config.json path or a JSON object string)"
-    else:
-        hint = ""
-    try:
-        data = _read_bounded(Path(name), where)
-    except FileNotFoundError:
-        fail(f"{where}: file not found{hint}.")
-    except IsADirectoryError:
+    if os.path.isdir(name):
         fail(f"{where}: is a directory, not a config.json file.")
-    except (OSError, ValueError) as err:  # too long a name, no permission, a NUL byte
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        fail(f"{where}: cannot be read as a file ({reason}){hint}.")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        fail(f"{where}: is not UTF-8 text (byte {err.start}); a config.json is UTF-8 JSON.")
+        return read_config(name)
+    except (TypeError, ValueError) as err:
+        fail(f"{where}: {_in_option_words(str(err), name)}")
+
+
+def _in_option_words(message: str, name: str) -> str:
+    """A `read_config` refusal said of the option's argument (the path is named before)."""
+    stripped = name.strip()
+    hint = (
+        " (give a config.json path or a JSON object string)"
+        if not stripped.endswith((".json", "/"))
+        else ""
+    )
+    if "does not exist" in message:
+        return f"file not found{hint}."
+    if "is not a regular file" in message:
+        return "is not a regular file (a device, a pipe or a socket); give a config.json."
+    if "too large for a config.json" in message:
+        return f"is larger than {MAX_CONFIG_BYTES // 2**20} MiB; a config.json is a few kB."
+    unreadable = re.search(r"cannot be read: (.*)\.$", message)
+    if unreadable is not None:
+        return f"cannot be read as a file ({unreadable.group(1)}){hint}."
+    byte = re.search(r"is not UTF-8 text \(byte (\d+)\)", message)
+    if byte is not None:
+        return f"is not UTF-8 text (byte {byte.group(1)}); a config.json is UTF-8 JSON."
+    return message.replace("`", "")
 
 
 def default_axes(convention: str) -> str:

@@ -85,8 +85,11 @@ class CheckArgs:
             role=self.role,
         )
 
-    def compare(self, actual: Any, s: Setup) -> Comparison:
-        """`actual` compared with the oracle of `s` under these tolerances and dtypes."""
+    def compare(self, actual: Any, s: Setup, actual_name: str | None = None) -> Comparison:
+        """`actual` compared with the oracle of `s` under these tolerances and dtypes.
+
+        `actual_name`: the dtype name `check_actual` gave for `actual`, if already checked.
+        """
         return compare_checked(
             actual,
             s,
@@ -95,6 +98,7 @@ class CheckArgs:
             angle_dtype=self.angle_dtype,
             dtype=None if self.dtype is None else str(self.dtype),  # names since built
             position_dtype=None if self.position_dtype is None else str(self.position_dtype),
+            actual_name=actual_name,
         )
 
     def diagnosis(self, actual: Any, x: Any, spec: RopeSpec) -> Diagnosis | None:

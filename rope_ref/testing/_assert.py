@@ -142,12 +142,12 @@ def assert_rope_close(
         position_dtype=position_dtype,
     )
     s = args.setup(x, spec)
-    check_actual(actual)
+    actual_name = check_actual(actual)
     a_shape = tuple(actual.shape)
     if a_shape != s.x.shape:
         msg = f"RoPE result has shape {a_shape}; the input x has shape {s.x.shape}."
         raise AssertionError(msg)
-    c = args.compare(actual, s)
+    c = args.compare(actual, s, actual_name)
     if not c.ok:
         message = failure_message(c, diagnose(c))
         other = _fitting_seq_axis(c, actual, args)

@@ -17,6 +17,7 @@ from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope, laid_out_positions
+from rope_ref.testing._once import once
 from rope_ref.testing._tolerance import (
     CHECKABLE_SHARE,
     EPS,
@@ -80,21 +81,21 @@ class Setup:
             return self.expected.copy()
         return self._rotated(spec, self.compact_grid if grid is None else grid, inverse)
 
-    @functools.cached_property
+    @once
     def expected(self) -> F64:
         """The oracle's result, computed on first use (read-only: `oracle` gives a copy)."""
         y = self._rotated(None, self.compact_grid, None)
         y.setflags(write=False)
         return y
 
-    @functools.cached_property
+    @once
     def expected_norms(self) -> F64:
         """`pair_norms` of `expected`, computed on first use (read-only)."""
         norms = pair_norms(self.spec, self.expected, inverse=self.inverse)
         norms.setflags(write=False)
         return norms
 
-    @functools.cached_property
+    @once
     def compact_grid(self) -> F64:
         """`grid` without its broadcast axes: the positions as the engine lays them out.
 
@@ -135,7 +136,7 @@ class Setup:
             return self._own_max_angles
         return self._max_angles(spec)
 
-    @functools.cached_property
+    @once
     def angles(self) -> F64:
         """The angle of every pair at every position, computed once, on first use.
 
@@ -143,7 +144,7 @@ class Setup:
         with `angles_at`).
         """
         angles = np.array(rope_angles(self.spec, self.compact_grid, self.seq_len), np.float64)
-        angles.setflags(write=False)
+        angles.setflags(write=False)  # a copy: the engine's array is never made read-only
         return angles
 
     def angles_at(self, row: tuple[int, ...]) -> F64:
@@ -152,7 +153,7 @@ class Setup:
         at = tuple(i if n > 1 else 0 for i, n in zip(row, lead, strict=True))
         return np.asarray(self.angles[at], dtype=np.float64)
 
-    @functools.cached_property
+    @once
     def _own_max_angles(self) -> F64:
         return self._max_angles(self.spec, self.angles)
 
@@ -162,7 +163,7 @@ class Setup:
             angles = np.asarray(rope_angles(spec, self.compact_grid, self.seq_len))
         if angles.shape[-1] == 0:
             return np.broadcast_to(np.zeros(()), lead)
-        largest = np.asarray(np.max(np.abs(angles), axis=-1), dtype=np.float64)
+        largest = np.abs(angles).max(axis=-1)
         return np.broadcast_to(largest, lead)
 
 
@@ -194,40 +195,40 @@ class Comparison:
     @property
     def checkable(self) -> bool:
         """Whether every row's tolerance can tell a correct result from a wrong one."""
-        return self.unchecked is None or not bool(np.any(self.unchecked))
+        return self.unchecked is None or not bool(self.unchecked.any())
 
-    @functools.cached_property
+    @once
     def ratio(self) -> F64:
         """``error / tolerance`` per element (inf where the tolerance is 0 and error is not)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             r = self.error / self.tolerance
-        if math.isnan(float(np.max(r, initial=0.0))):  # 0 / 0: no error where none is allowed
+        if math.isnan(float(r.max(initial=0.0))):  # 0 / 0: no error where none is allowed
             r[np.isnan(r)] = 0.0  # (error is never NaN: a NaN result's error is inf)
         return r
 
-    @functools.cached_property
+    @once
     def max_ratio(self) -> float:
         """The largest `ratio` (0 for an empty result)."""
-        return float(np.max(self.ratio, initial=0.0))
+        return float(self.ratio.max(initial=0.0))
 
-    @functools.cached_property
+    @once
     def max_error(self) -> float:
         """The largest `error` (0 for an empty result)."""
-        return float(np.max(self.error, initial=0.0))
+        return float(self.error.max(initial=0.0))
 
-    @functools.cached_property
+    @once
     def failed(self) -> NDArray[np.bool_]:
         """Mask of elements outside the tolerance (NaN counts as outside)."""
         return ~(self.error <= self.tolerance)
 
-    @functools.cached_property
+    @once
     def ok(self) -> bool:
         """Whether every element is within a meaningful tolerance, in the dtype asked for."""
         # error / tolerance < 1 everywhere implies error < tolerance: no mask needed then.
         within = self.max_ratio < 1.0 or not bool(np.any(self.failed))
         return within and self.dtype_mismatch is None and self.checkable
 
-    @functools.cached_property
+    @once
     def worst(self) -> tuple[int, ...]:
         """Index of the element with the largest error relative to its tolerance."""
         if self.error.size == 0:
@@ -294,8 +295,8 @@ def setup(
             f"got shape {tuple(x64.shape)}."
         )
         raise ValueError(msg)
-    hxp = host_namespace()
-    raw = host64(positions) if is_array(positions) else positions
+    hxp = _host_namespace()
+    raw = host64(positions) if type(positions) is np.ndarray or is_array(positions) else positions
     # The engine's own layout of the positions against x (one copy of the rules).
     laid, _ = laid_out_positions(x64, spec, raw, offset=offset, seq_axis=seq_axis, xp=hxp)
     lead = tuple(x64.shape[:-1])
@@ -315,10 +316,18 @@ def setup(
     )
 
 
+@functools.cache
+def _host_namespace() -> Any:
+    """`host_namespace`, looked up once: the NumPy namespace does not change."""
+    return host_namespace()
+
+
 def check_array(name: str, a: object) -> str:
     """Return the dtype name of the floating array `a`, or raise naming `name`."""
-    if isinstance(a, HostResult):
+    if type(a) is np.ndarray:  # no subclass: its dtype is what it stores
         dtype: object = a.dtype
+    elif isinstance(a, HostResult):
+        dtype = a.dtype
     elif not is_array(a) and not isinstance(a, np.ndarray):
         msg = f"`{name}` must be an array; got {type(a).__name__}."
         raise TypeError(msg)
@@ -377,7 +386,7 @@ def _radii(first: F64, second: F64) -> F64:
         r = np.square(first)
         r += np.square(second)
         np.sqrt(r, out=r)
-    if r.size and not (float(np.min(r)) > 1e-150 and float(np.max(r)) < 1e150):
+    if r.size and not (float(r.min()) > 1e-150 and float(r.max()) < 1e150):
         return np.asarray(np.hypot(first, second), dtype=np.float64)
     return r
 
@@ -401,11 +410,11 @@ def tolerance(s: Setup, expected: F64, model: ErrorModel, actual_eps: float) -> 
     return np.asarray(tol, dtype=np.float64)
 
 
-def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
+def _model_tolerance(s: Setup, per_row: F64, actual_eps: float) -> F64:
     """`tolerance` of the setup's own oracle, without spreading the pair norms first.
 
-    The same numbers: each pair's norm times its row's ``model.atol(angle, 1)``, computed
-    on pairs and then written to both features of the pair.
+    The same numbers: each pair's norm times its row's ``model.atol(angle, 1)``
+    (`per_row`), computed on pairs and then written to both features of the pair.
     """
     spec = s.spec
     y = s.expected
@@ -413,7 +422,6 @@ def _model_tolerance(s: Setup, model: ErrorModel, actual_eps: float) -> F64:
     layout = spec.layout if s.inverse else spec.written_layout
     first, second = split_pairs(y[..., start:stop], layout=layout)
     r = _radii(first, second)
-    per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
     r *= per_row[..., None]
     pair_tol = r
     tol = np.empty_like(y, dtype=np.float64)
@@ -496,11 +504,17 @@ def compare_checked(
     angle_dtype: object,
     dtype: str | None,
     position_dtype: str | None,
+    actual_name: str | None = None,
 ) -> Comparison:
-    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names)."""
+    """`compare` with its keywords already checked (`rtol`, `atol`; dtypes as names).
+
+    `actual_name` is the dtype name `check_actual` gave for `actual`, when the caller
+    has checked it already (None: it is checked here).
+    """
     precision = s.dtype if dtype is None else dtype
     position_eps = None if position_dtype is None else EPS[position_dtype]
-    actual_name = check_actual(actual)
+    if actual_name is None:
+        actual_name = check_actual(actual)
     a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
     if a64.shape != s.x.shape:
         msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
@@ -511,18 +525,19 @@ def compare_checked(
     unchecked = None
     if rtol is None and atol is None:
         model = error_model(precision, angle_dtype=angle_dtype)
-        tol = _model_tolerance(s, model, EPS[precision])
+        per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
+        tol = _model_tolerance(s, per_row, EPS[precision])
         if position_eps is not None:
             tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
             shift = 0.0 if position_eps is None else position_shift(s, position_eps)
-            per_unit = np.asarray(model.atol(s.max_angles(), 1.0)) + shift
+            per_unit = per_row + shift
             unchecked = (s.max_angles() > checkable_angle(model)) | (per_unit > CHECKABLE_SHARE)
     else:
         model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
         tol = np.broadcast_to(tol, error.shape).astype(np.float64)
-    if not math.isfinite(float(np.max(tol, initial=0.0))):  # inf or NaN: only the same passes
+    if not math.isfinite(float(tol.max(initial=0.0))):  # inf or NaN: only the same passes
         tol = np.where(np.isfinite(tol), tol, 0.0)
     mismatch = None
     if actual_name != precision:
@@ -553,8 +568,9 @@ def _error(actual: F64, expected: F64) -> F64:
     is NaN or they are different infinities.
     """
     with np.errstate(invalid="ignore"):
-        error = np.abs(actual - expected)
-    if not math.isfinite(float(np.max(error, initial=0.0))):
+        error = np.subtract(actual, expected)
+        np.abs(error, out=error)
+    if not math.isfinite(float(error.max(initial=0.0))):
         same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
         error = np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
     return error

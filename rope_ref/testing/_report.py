@@ -151,7 +151,13 @@ def precision_class(c: Comparison) -> str:
 def _model_text(c: Comparison) -> str:
     if c.model is None:
         return "explicit tolerance: |error| <= atol + rtol * |expected|"
-    return f"error model ({c.setup.dtype}): {c.model.describe()}"
+    return f"error model ({c.setup.dtype}): {_described(c.model)}"
+
+
+@functools.lru_cache(maxsize=64)
+def _described(model: ErrorModel) -> str:
+    """`model.describe()`, formatted once per model (models are frozen)."""
+    return model.describe()
 
 
 def report_of(c: Comparison) -> RopeReport:

@@ -160,6 +160,9 @@ def error_model(dtype: object, *, angle_dtype: object = None) -> ErrorModel:
             angle_name = dtype_name(angle_dtype)
         except (TypeError, ValueError):
             angle_name = ""
+    known = _MODELS.get((name, angle_name))
+    if known is not None:
+        return known
     if angle_name not in ("float32", "float64"):
         # 16-bit angles are a bug, not a precision: position 1000 in float16 is off by 0.5
         # rad, so a model granting them would pass almost anything
@@ -168,7 +171,13 @@ def error_model(dtype: object, *, angle_dtype: object = None) -> ErrorModel:
             f"off by whole radians at long positions); got {angle_dtype!r}."
         )
         raise ValueError(msg)
-    return ErrorModel(eps=EPS[name], angle_eps=EPS[angle_name])
+    model = ErrorModel(eps=EPS[name], angle_eps=EPS[angle_name])
+    _MODELS[name, angle_name] = model
+    return model
+
+
+#: The models `error_model` built, by dtype and angle dtype name (frozen: safe to share).
+_MODELS: dict[tuple[str, str], ErrorModel] = {}
 
 
 def checkable_angle(model: ErrorModel) -> float:
@@ -301,6 +310,8 @@ def _host(a: Any) -> Any:
 
 def host64(a: Any) -> NDArray[np.float64]:
     """Any array (torch bfloat16 included) as a float64 NumPy array on the host."""
+    if type(a) is np.ndarray:  # the common case, without the namespace look-ups below
+        return np.asarray(a, dtype=np.float64)
     from rope_ref._core.compat import is_array
     from rope_ref._core.foreign import host_array, is_mlx_array
 

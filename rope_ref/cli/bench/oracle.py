@@ -4,7 +4,9 @@ Four measurements, each on NumPy float32 data:
 
 - a passing `assert_rope_close` (a correct float32 result, ``seq_axis=1``, positions
   ``arange(S) + 1000``) beside the float64 reference apply of the same case, at the shapes
-  (2, 16, 4, 64), (1, 128, 8, 128) and (1, 1024, 32, 128), as a ratio;
+  (2, 16, 4, 64), (1, 128, 8, 128) and (1, 1024, 32, 128), as a ratio (the two timed in
+  turn in each round; the smallest shape, a fraction of a millisecond, in 25 times the
+  rounds);
 - a failing check with its diagnosis (the result one position off) at (1, 128, 8, 128);
 - a user's Hypothesis property test: `rope_cases` and `assert_rope_close` on a correct
   result, 200 examples, in examples per second;
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -31,6 +34,8 @@ ORACLE_PRESETS: dict[str, tuple[tuple[int, int, int, int], ...]] = {
 }
 #: Examples of the property test and of the check.
 PROPERTY_EXAMPLES, CHECK_EXAMPLES = 200, 100
+#: How many times more rounds the smallest shape gets (each of its calls is short).
+SMALL_ROUNDS = 25
 
 
 def correct_rope(x: Any, positions: Any) -> Any:
@@ -41,12 +46,22 @@ def correct_rope(x: Any, positions: Any) -> Any:
 
 
 def _median(fn: Callable[[], object], rounds: int) -> float:
-    times = []
+    return _interleaved([fn], rounds)[0]
+
+
+def _interleaved(fns: list[Callable[[], object]], rounds: int) -> list[float]:
+    """The median time of each of `fns`, one call of each per round, in turn.
+
+    On a shared machine a burst of load then slows every function of the round alike, so
+    their ratio holds where medians taken one after the other would drift apart.
+    """
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+        for fn, spent in zip(fns, times, strict=True):
+            began = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - began)
+    return [statistics.median(spent) for spent in times]
 
 
 def _comparisons(shape: tuple[int, int, int, int], rounds: int) -> dict[str, Any]:
@@ -58,8 +73,13 @@ def _comparisons(shape: tuple[int, int, int, int], rounds: int) -> dict[str, Any
     p = np.arange(shape[1]) + 1000
     y = np.asarray(rr.apply_rope(x, spec, p, seq_axis=1))
     x64 = x.astype(np.float64)
-    reference = _median(lambda: rr.apply_rope(x64, spec, p, seq_axis=1), rounds)
-    passing = _median(lambda: assert_rope_close(y, x, spec, p, seq_axis=1), rounds)
+    reference, passing = _interleaved(
+        [
+            lambda: rr.apply_rope(x64, spec, p, seq_axis=1, backend="reference"),
+            lambda: assert_rope_close(y, x, spec, p, seq_axis=1),
+        ],
+        rounds,
+    )
     row: dict[str, Any] = {
         "shape": list(shape),
         "reference_s": reference,
@@ -121,22 +141,29 @@ def _check_command() -> dict[str, Any]:
     return {"examples": examples, "s": seconds, "per_s": examples / seconds, "verdict": verdict}
 
 
+def _rounds_for(shape: tuple[int, int, int, int], rounds: int) -> int:
+    """Rounds at `shape`: 25 times more below 2**14 elements, a quarter past 128 tokens."""
+    if math.prod(shape) < 2**14:
+        return SMALL_ROUNDS * rounds
+    return rounds if shape[1] <= 128 else max(1, rounds // 4)
+
+
 def run_oracle(args: argparse.Namespace) -> int:
     """Time the oracle preset; print a table (or JSON with ``--json``)."""
     from rope_ref.cli.bench import machine_description
 
     rounds = max(1, min(args.rounds, 20))
-    rows = [
-        _comparisons(shape, rounds if shape[1] <= 128 else max(1, rounds // 4))
-        for shape in ORACLE_PRESETS["oracle"]
-    ]
+    rows = [_comparisons(shape, _rounds_for(shape, rounds)) for shape in ORACLE_PRESETS["oracle"]]
     prop = _property_test()
     command = _check_command()
     result = {"comparisons": rows, "property_test": prop, "check": command, "rounds": rounds}
     if args.json:
         print(json.dumps({"machine": machine_description(), "results": [result]}, indent=2))
         return 0
-    print(f"oracle preset: median of {rounds} rounds (a quarter of them at 1024 tokens)")
+    print(
+        f"oracle preset: median of {rounds} interleaved rounds ({SMALL_ROUNDS * rounds} at "
+        "(2, 16, 4, 64), a quarter at 1024 tokens)"
+    )
     print(f"  {'shape':<18} {'reference':>10} {'passing assert':>15} {'ratio':>7} {'failing':>10}")
     for row in rows:
         failing = row.get("failing_report_s")
