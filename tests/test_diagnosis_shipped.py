@@ -36,6 +36,20 @@ PROBE = np.unique(
 )
 
 
+#: names of the reproductions written in torch: their tests skip where torch is absent
+TORCH_RECIPES: set[str] = set()
+
+
+def _needs_torch(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    TORCH_RECIPES.add(fn.__name__)
+    return fn
+
+
+def _skip_without_torch(fn: Callable[..., np.ndarray]) -> None:
+    if fn.__name__ in TORCH_RECIPES:
+        pytest.importorskip("torch")
+
+
 def _inv(base: float, d: int = D, over: float | None = None) -> np.ndarray:
     """``base ** (-2j / over)`` for the d/2 pairs, float64 (`over` defaults to d)."""
     return base ** (-np.arange(0, d, 2, dtype=np.float64) / (over or d))
@@ -65,6 +79,7 @@ def llama3_factors_swapped(x, positions):
     return _turn(x, _p(positions) * inv)
 
 
+@_needs_torch
 def inv_freq_in_float16(x, positions):
     """``1 / base ** (arange(0, d, 2, dtype=float16) / d)``: the power and reciprocal in float16."""
     import torch
@@ -116,6 +131,7 @@ def interleaved_table_half_rotation(x, positions):
     return _per_feature(x, positions, table, _rotate_half)
 
 
+@_needs_torch
 def angles_in_bfloat16(x, positions):
     """HF before PR #29285: ``positions @ inv_freq`` under bf16 autocast."""
     import torch
@@ -127,6 +143,7 @@ def angles_in_bfloat16(x, positions):
     return _turn(x, angles.double().numpy())
 
 
+@_needs_torch
 def bfloat16_cos_sin_cache(x, positions):
     """gpt-neox #1003 / vLLM #863: float32 angles, cos/sin cached in bfloat16, math in float32."""
     import torch
@@ -141,6 +158,7 @@ def bfloat16_cos_sin_cache(x, positions):
     return (t * cos + half * sin).numpy()
 
 
+@_needs_torch
 def positions_in_bfloat16(x, positions):
     """candle #3520 / Megatron #535: the positions themselves held in bfloat16."""
     import torch
@@ -210,6 +228,7 @@ def flux_ladders_wrong_base(x, positions):
     return _turn(x, angles, "interleaved")
 
 
+@_needs_torch
 def flux_table_in_bfloat16(x, positions):
     """Flux's per-axis cos/sin table cast to the model's bfloat16, the rotation in float32."""
     import torch
@@ -273,6 +292,7 @@ def interleaved_table_interleaved_rotation(x, positions):
     return _per_feature(x, positions, table, _rotate_interleaved)
 
 
+@_needs_torch
 def float32_recipe(x, positions):
     """HF's recipe: inv_freq from an int64 arange, angles, cos and sin in float32."""
     import torch
@@ -460,6 +480,7 @@ def _x(rows: int) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_a_shipped_bug_is_named_with_its_cause(name):
     case = SHIPPED[name]
+    _skip_without_torch(case.fn)
     p = PROBE if case.positions is None else case.positions
     x = _x(len(p))
     y = case.fn(x.copy(), p.copy())
@@ -479,6 +500,7 @@ CLI_CASES = sorted(n for n, c in SHIPPED.items() if c.hf is not None)
 def test_rope_ref_check_names_the_same_cause(name, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     case = SHIPPED[name]
+    _skip_without_torch(case.fn)
     target = f"tests.test_diagnosis_shipped:{case.fn.__name__}"
     config = json.dumps(case.hf)
     status = main(["check", target, "--convention", "plain", "--hf-config", config, "--json"])
@@ -499,6 +521,7 @@ POSITION_SETS = {
 @pytest.mark.parametrize("name", sorted(n for n, c in SHIPPED.items() if c.positions is None))
 def test_the_cause_does_not_change_with_the_positions_checked(name, where):
     case = SHIPPED[name]
+    _skip_without_torch(case.fn)
     p = POSITION_SETS[where]
     x = _x(len(p))
     found = diagnose(case.fn(x.copy(), p.copy()), x, case.spec, p)
@@ -510,6 +533,7 @@ def test_the_cause_does_not_change_with_the_positions_checked(name, where):
 @pytest.mark.parametrize("seed", range(6))
 def test_a_bfloat16_cache_at_large_angles_is_not_named_float16(seed):
     """Where float32 angles make the model loose, a float16 table fits too; the closer wins."""
+    _skip_without_torch(bfloat16_cos_sin_cache)
     p = np.array([5000, 12000, 30000])
     x = np.random.default_rng(seed).uniform(-1.0, 1.0, (1, 1, len(p), D)).astype(np.float32)
     found = diagnose(bfloat16_cos_sin_cache(x, p), x, rr.RopeSpec(D), p)
@@ -538,6 +562,7 @@ CORRECT: dict[str, tuple[Callable[..., np.ndarray], str]] = {
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_the_same_code_without_the_bug_passes(name):
     fn, buggy = CORRECT[name]
+    _skip_without_torch(fn)
     case = SHIPPED[buggy]
     sets = [case.positions] if case.positions is not None else list(POSITION_SETS.values())
     for p in sets:
