@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rope_ref.cli.survey.run import _inputs, position_sets
+from rope_ref.cli.survey.positions import position_sets
+from rope_ref.cli.survey.run import _inputs
 from rope_ref.testing import assert_rope_close, diagnose
 from tests._libraries import require
 
