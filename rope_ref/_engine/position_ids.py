@@ -60,7 +60,12 @@ def numpy_ids_call(
     out: Any,
 ) -> Any | None:
     """`kernel` rotates `x` at `positions` (+ `offset`); None: take the general path."""
-    shape = _small_ids_shape(positions)
+    if type(positions) is np.ndarray:  # the common case, inline (`_small_ids_shape`)
+        if positions.size > MAX_IDS or positions.dtype.kind not in "iu":
+            return None
+        shape: tuple[int, ...] | None = positions.shape
+    else:
+        shape = _small_ids_shape(positions)
     if (
         shape is None
         or type(offset) is not int
@@ -123,7 +128,7 @@ class _IdsCall:
 
     def __call__(self, x: np.ndarray, positions: Any, offset: int, out: Any) -> Any:
         if self.one:  # decoding: one row, read in place
-            at = int(positions.item()) + offset
+            at = positions.item() + offset  # a Python int: integer arrays and tensors
             if not self.first <= at <= self.last:
                 return None
             block = at >> BLOCK_BITS
