@@ -10,7 +10,8 @@ import pytest
 
 import rope_ref as rr
 from rope_ref._engine import api, cpu_arrays
-from tests._independent import rope_half
+from rope_ref._engine.dispatch import load_backend
+from tests._independent import rope_half, rotate_pairs
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
@@ -116,3 +117,39 @@ def test_bfloat16_tensors_the_short_road_declines_keep_their_results() -> None:
     got = rr.apply_rope(x, None, positions, seq_axis=1, backend="auto")
     xn = as_numpy(x)
     assert as_numpy(got).tobytes() == general_path(xn, positions.numpy(), 0).tobytes()
+
+
+@pytest.mark.usefixtures("short_road_only")
+@pytest.mark.parametrize("inverse", [False, True])
+def test_bfloat16_tensors_of_many_rows_on_the_threaded_loop(inverse: bool) -> None:
+    """Enough rows for the threaded loops, which read the int16 bits as the serial one."""
+    x = tensor((2, 40, 8, 64), seed=4)
+    before = x.clone()
+    got = rr.apply_rope(x, None, offset=9, seq_axis=1, inverse=inverse, backend="auto")
+    xn = as_numpy(x)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(api, "numpy_kernel_call", lambda *args: None)
+        want = rr.apply_rope(xn, None, offset=9, seq_axis=1, inverse=inverse, backend="numba")
+    assert as_numpy(got).tobytes() == np.asarray(want).tobytes()
+    theta = rr.inv_freq(rr.RopeSpec(64)) * (-1 if inverse else 1)
+    positions = (9 + np.arange(40)).reshape(1, 40, 1)
+    assert_rope_equal(as_numpy(got), rope_half(xn.astype(np.float64), positions, theta), xn)
+    assert torch.equal(x, before)
+
+
+def test_a_launch_takes_the_bits_of_a_bfloat16_array_as_the_array() -> None:
+    """The kernel's planned call given the int16 view of bfloat16 `x` writes the same bits."""
+    numba_cpu = load_backend("numba")
+
+    xn = as_numpy(tensor((1, 3, 4, 16), seed=5))
+    cos = np.cos(np.arange(3 * 8, dtype=np.float32).reshape(3, 8) / 7)
+    sin = np.sin(np.arange(3 * 8, dtype=np.float32).reshape(3, 8) / 7)
+    launch = numba_cpu.prepare(xn.shape, xn.strides, xn.dtype, (1, 3, 1, 8), "half", 0, False)
+    bits = xn.view(np.int16)
+    got = launch(bits, None, cos, sin)
+    assert got.dtype == np.int16
+    assert got.tobytes() == launch(xn, None, cos, sin).tobytes()
+    angles = np.arctan2(sin.astype(np.float64), cos.astype(np.float64))
+    angles = np.broadcast_to(angles.reshape(1, 3, 1, 8), (1, 3, 4, 8))
+    expected = rotate_pairs(xn.astype(np.float64), angles)
+    assert_rope_equal(got.view(BF16), expected, xn)

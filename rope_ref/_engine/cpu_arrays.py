@@ -175,25 +175,27 @@ def apply(
             and not (x.requires_grad or x.is_neg())
             and road.forward_ad._current_level < 0
         ):
-            bits = road.bits
+            # bfloat16: the kernel reads and writes the int16 views of the bits themselves
+            bits, of = road.bits or (None, None)
             try:
-                view = x.numpy() if bits is None else x.view(bits[0]).numpy().view(bits[1])
+                view = x.numpy() if bits is None else x.view(bits).numpy()
             except RuntimeError:  # no storage of its own (inside torch.func.vmap)
                 view = None
             if view is None:
                 result = None
             elif positions is None:
                 result = numpy_kernel_call(
-                    road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
+                    road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None, of
                 )
             else:  # position ids: small integer ones take a short road
-                result = numpy_ids_call(
-                    road.kernel, view, spec, positions, offset, seq_axis, inverse, seq_len, None
+                result = numpy_ids_call(road.kernel, view, spec, positions, offset, seq_axis,
+                                        inverse, seq_len, None, of)  # fmt: skip
+            if result is not None:
+                return (
+                    road.from_numpy(result)
+                    if bits is None
+                    else road.from_numpy(result).view(x.dtype)
                 )
-            if result is not None and bits is None:
-                return road.from_numpy(result)
-            if result is not None:  # the bit patterns, as a bfloat16 tensor
-                return road.from_numpy(result.view(np.int16)).view(x.dtype)
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         return _traced(x, out, args)
