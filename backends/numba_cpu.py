@@ -310,9 +310,12 @@ class Launch:
     dtype, into `out` (None: a new array like `x`; otherwise checked as `rotate` checks
     it) by 2-D C-contiguous tables of the compute dtype whose row ``first_row`` belongs
     to the first row of `x` (the planned table shape gives the steps from there).
+
+    A float16 or bfloat16 `x` may also be given as the `uint16` or `int16` view of its
+    bits (the view the loops read): `out` and the result are then such views too.
     """
 
-    __slots__ = ("_args", "_bits", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_args", "_bits", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -337,6 +340,7 @@ class Launch:
         )
         # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
         self._bits = _BITS.get(dtype)
+        self._bits_dtype = None if self._bits is None else np.dtype(self._bits)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
@@ -364,7 +368,7 @@ class Launch:
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
         if plan.serial:  # the common small call, straight to the kernel
-            if self._bits is not None:
+            if self._bits is not None and xm.dtype is not self._bits_dtype:
                 xm, om = xm.view(self._bits), om.view(self._bits)
             if in_place:
                 _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)

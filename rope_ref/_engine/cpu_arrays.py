@@ -54,10 +54,12 @@ class _ShortRoad(NamedTuple):
     kernel: ModuleType  # the Numba kernel
     from_numpy: Callable[[np.ndarray], Any]  # torch.from_numpy
     forward_ad: ModuleType  # torch.autograd.forward_ad: its level is >= 0 inside dual_level
+    #: bfloat16: the torch dtype of its bit patterns and ml_dtypes' bfloat16; else None.
+    bits: tuple[Any, np.dtype[Any]] | None = None
 
 
 _kinds: dict[type, str] = {}
-#: torch dtype that ``.numpy()`` views as it is -> its `_ShortRoad` (when numba is here).
+#: torch dtype -> its `_ShortRoad` (when numba is here).
 _short_roads: dict[Any, _ShortRoad] = {}
 #: torch dtype -> (the dtype to view it as for ``.numpy()``, the NumPy dtype it is).
 _torch_views: dict[Any, tuple[Any, np.dtype[Any]]] = {}
@@ -112,7 +114,10 @@ def _fill_torch_views() -> dict[Any, tuple[Any, np.dtype[Any]]]:
 
             road = _ShortRoad(torch.compiler.is_compiling, kernel, torch.from_numpy,
                               torch.autograd.forward_ad)  # fmt: skip
-            _short_roads.update(dict.fromkeys(dtypes, road))
+            roads = dict.fromkeys(dtypes, road)
+            if bfloat16 is not None:  # its int16 bit patterns, viewed as ml_dtypes' bfloat16
+                roads[torch.bfloat16] = road._replace(bits=(torch.int16, bfloat16))
+            _short_roads.update(roads)
     return _torch_views
 
 
@@ -170,22 +175,27 @@ def apply(
             and not (x.requires_grad or x.is_neg())
             and road.forward_ad._current_level < 0
         ):
+            # bfloat16: the kernel reads and writes the int16 views of the bits themselves
+            bits, of = road.bits or (None, None)
             try:
-                view = x.numpy()
+                view = x.numpy() if bits is None else x.view(bits).numpy()
             except RuntimeError:  # no storage of its own (inside torch.func.vmap)
                 view = None
             if view is None:
                 result = None
             elif positions is None:
                 result = numpy_kernel_call(
-                    road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None
+                    road.kernel, view, spec, offset, seq_axis, inverse, seq_len, None, of
                 )
             else:  # position ids: small integer ones take a short road
-                result = numpy_ids_call(
-                    road.kernel, view, spec, positions, offset, seq_axis, inverse, seq_len, None
-                )
+                result = numpy_ids_call(road.kernel, view, spec, positions, offset, seq_axis,
+                                        inverse, seq_len, None, of)  # fmt: skip
             if result is not None:
-                return road.from_numpy(result)
+                return (
+                    road.from_numpy(result)
+                    if bits is None
+                    else road.from_numpy(result).view(x.dtype)
+                )
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         return _traced(x, out, args)

@@ -64,8 +64,13 @@ def numpy_kernel_call(
     inverse: object,
     seq_len: object,
     out: Any,
+    bits_of: np.dtype[Any] | None = None,
 ) -> Any | None:
-    """`kernel` rotates `x` at ``offset + arange(S)``; None: take the general path."""
+    """`kernel` rotates `x` at ``offset + arange(S)``; None: take the general path.
+
+    `bits_of`: `x` is the ``int16`` view of the bits of this dtype (bfloat16 tensors' road,
+    `rope_ref._engine.cpu_arrays`), and so is the result; None: `x` is what it holds.
+    """
     if (
         type(x) is not np.ndarray
         or type(seq_axis) is not int
@@ -73,10 +78,12 @@ def numpy_kernel_call(
         or not (seq_len is None or type(seq_len) is int or type(seq_len) is float)
     ):
         return None
-    key = (id(spec), x.shape, x.strides, x.dtype, seq_axis, inverse, seq_len)
+    dtype = x.dtype if bits_of is None else bits_of
+    key = (id(spec), x.shape, x.strides, dtype, seq_axis, inverse, seq_len)
     call = _calls.get(key)
     if call is None or call.spec is not spec:
-        call = _prepare(kernel, x, spec, seq_axis, inverse, seq_len)
+        call = _prepare(kernel, x if bits_of is None else x.view(bits_of), spec, seq_axis,
+                        inverse, seq_len)  # fmt: skip
         if call is None:
             return None
         if len(_calls) >= MAX_CALLS:

@@ -58,9 +58,18 @@ def numpy_ids_call(
     inverse: object,
     seq_len: object,
     out: Any,
+    bits_of: np.dtype[Any] | None = None,
 ) -> Any | None:
-    """`kernel` rotates `x` at `positions` (+ `offset`); None: take the general path."""
-    shape = _small_ids_shape(positions)
+    """`kernel` rotates `x` at `positions` (+ `offset`); None: take the general path.
+
+    `bits_of`: as for `rope_ref._engine.fast_path.numpy_kernel_call`.
+    """
+    if type(positions) is np.ndarray:  # the common case, inline (`_small_ids_shape`)
+        if positions.size > MAX_IDS or positions.dtype.kind not in "iu":
+            return None
+        shape: tuple[int, ...] | None = positions.shape
+    else:
+        shape = _small_ids_shape(positions)
     if (
         shape is None
         or type(offset) is not int
@@ -70,10 +79,12 @@ def numpy_ids_call(
         or not (seq_len is None or type(seq_len) is int or type(seq_len) is float)
     ):
         return None
-    key = (id(spec), x.shape, x.strides, x.dtype, seq_axis, inverse, seq_len, shape)
+    dtype = x.dtype if bits_of is None else bits_of
+    key = (id(spec), x.shape, x.strides, dtype, seq_axis, inverse, seq_len, shape)
     call = _calls.get(key)
     if call is None or call.spec is not spec:
-        call = _prepare(kernel, x, spec, shape, seq_axis, inverse, seq_len)
+        planned = x if bits_of is None else x.view(bits_of)
+        call = _prepare(kernel, planned, spec, shape, seq_axis, inverse, seq_len)
         if call is None:
             return None
         if len(_calls) >= MAX_CALLS:
@@ -123,7 +134,7 @@ class _IdsCall:
 
     def __call__(self, x: np.ndarray, positions: Any, offset: int, out: Any) -> Any:
         if self.one:  # decoding: one row, read in place
-            at = int(positions.item()) + offset
+            at = positions.item() + offset  # a Python int: integer arrays and tensors
             if not self.first <= at <= self.last:
                 return None
             block = at >> BLOCK_BITS
