@@ -20,9 +20,9 @@ import rope_ref as rr
 from tests.cuda_host import emulation, stub_cupy
 from tests.cuda_host.cases import DTYPES, assert_error_model, random_x
 
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-tables_module = emulation.backend_module("cuda_tables")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+tables_module = emulation.backend_module("cuda.tables")
 
 
 @pytest.fixture

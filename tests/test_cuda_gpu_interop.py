@@ -20,8 +20,8 @@ from tests.cuda_host.devices import FRAMEWORKS, framework, same_kind_and_device,
 pytestmark = pytest.mark.gpu
 
 cp = pytest.importorskip("cupy")
-arrays_module = emulation.backend_module("cuda_arrays")
-CAPACITY = emulation.backend_module("cuda_tables").FIRST_ROWS
+arrays_module = emulation.backend_module("cuda.arrays")
+CAPACITY = emulation.backend_module("cuda.tables").FIRST_ROWS
 
 
 @pytest.fixture

@@ -279,7 +279,7 @@ def test_bf16_conversions_match_ml_dtypes(harness, np_rng):
 
 def test_importing_the_launcher_does_not_import_cupy():
     code = (
-        "import importlib, sys; importlib.import_module('rope_ref.backends.cupy_cuda');"
+        "import importlib, sys; importlib.import_module('rope_ref.backends.cuda.cupy_kernel');"
         "print('cupy' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,9 +19,9 @@ from tests.cuda_host.cases import DTYPES, assert_error_model, random_x
 
 pytestmark = pytest.mark.cuda_host
 
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-tables_module = emulation.backend_module("cuda_tables")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+tables_module = emulation.backend_module("cuda.tables")
 SPEC = rr.RopeSpec(head_dim=16)
 MOST_ROWS = tables_module.MAX_BYTES // (2 * 8 * 4)  # cos and sin, 8 float32 pairs a row
 
@@ -61,7 +61,7 @@ def test_out_on_another_device_is_refused(fresh, harness, np_rng, positions):
         # the kernel contract says the same
         cos = np.ones((1, 5, 1, 8), np.float32)
         with pytest.raises(ValueError, match="`out` must be on the device of `x`"):
-            rr.backends.cupy_cuda.rotate(x, cos, cos, layout="half", rotary_start=0,
+            rr.backends.cuda.cupy_kernel.rotate(x, cos, cos, layout="half", rotary_start=0,
                                          inverse=False, out=out)  # fmt: skip
     assert harness.launches == []
     np.testing.assert_array_equal(out, np.full_like(x, 7.0))  # nothing written
@@ -85,8 +85,8 @@ def test_an_out_that_overlaps_itself_is_refused(fresh, harness, np_rng, position
 
 def test_overlaps_itself_by_the_definition(np_rng):
     """Against a brute-force count of the byte ranges each element covers."""
-    describe = emulation.backend_module("cuda_plan").describe_numpy
-    overlaps_itself = emulation.backend_module("cuda_plan").overlaps_itself
+    describe = emulation.backend_module("cuda.plan").describe_numpy
+    overlaps_itself = emulation.backend_module("cuda.plan").overlaps_itself
     base = np.zeros(256, np.float32)
     for _ in range(300):
         ndim = int(np_rng.integers(1, 4))

@@ -19,9 +19,9 @@ from tests.cuda_host.cases import DTYPES, assert_error_model, random_x
 
 pytestmark = pytest.mark.cuda_host
 
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-tables_module = emulation.backend_module("cuda_tables")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+tables_module = emulation.backend_module("cuda.tables")
 SPEC = rr.RopeSpec(head_dim=32, scaling=rr.scaling.DynamicNTK(4.0, max_position=64))
 STEPS = 300
 

@@ -31,11 +31,11 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),  # inductor's internals
 ]
 
-numba_torch = importlib.import_module("rope_ref.backends.numba_torch")
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-plan_module = emulation.backend_module("cuda_plan")
-tables_module = emulation.backend_module("cuda_tables")
+numba_torch = importlib.import_module("rope_ref.backends.torch_ops.operators")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+plan_module = emulation.backend_module("cuda.plan")
+tables_module = emulation.backend_module("cuda.tables")
 
 HALF = rr.RopeSpec(64)
 PARTIAL = rr.RopeSpec(40, rotary_dim=16, rotary_start=4, layout="interleaved", base=500.0)

@@ -89,7 +89,7 @@ def test_compiled_gradient_on_cuda_equals_eager():
 
 
 def test_opcheck_on_cuda_tensors():
-    numba_torch = importlib.import_module("rope_ref.backends.numba_torch")
+    numba_torch = importlib.import_module("rope_ref.backends.torch_ops.operators")
     x, k = randn(2, 3, 64, grad=True), randn(2, 5, 64, grad=True)
     key = numba_torch._spec_key(SPEC)
     positions = torch.tensor([1.0, 4.0, 9.0], dtype=torch.float64, device="cuda")

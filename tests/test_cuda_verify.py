@@ -18,9 +18,9 @@ import pytest
 from rope_ref.cli import verify, verify_cuda
 from tests.cuda_host import emulation, stub_cupy
 
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-tables_module = emulation.backend_module("cuda_tables")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+tables_module = emulation.backend_module("cuda.tables")
 
 
 def test_without_cupy_verify_says_the_cuda_checks_were_skipped(monkeypatch, capsys):
@@ -122,7 +122,7 @@ def test_a_launch_on_another_stream_fails(monkeypatch, harness):
 
 @pytest.mark.cuda_host
 def test_a_kernel_that_rotates_backwards_fails(monkeypatch, harness):
-    inverse = emulation.backend_module("cuda_plan").PARAM_FIELDS.index("inverse")
+    inverse = emulation.backend_module("cuda.plan").PARAM_FIELDS.index("inverse")
 
     def backwards(plan):
         params = plan.params.copy()

@@ -327,7 +327,7 @@ def test_exact_refuses_out_and_forms() -> None:
 def test_exact_frequencies_are_the_float64_ones_to_rounding(rule: Any, seq_len: float) -> None:
     # The formulas in real arithmetic and the float64 code of the rules are independent
     # implementations: they agree to a few float64 roundings (a wrong formula is off by far more).
-    exact_frequencies = importlib.import_module("rope_ref.backends.exact_frequencies")
+    exact_frequencies = importlib.import_module("rope_ref.backends.exact.frequencies")
 
     spec = rr.RopeSpec(head_dim=64, scaling=rule)
     ctx = mpmath.MPContext()

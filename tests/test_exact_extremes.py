@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import rope_ref as rr
 from tests.test_exact import DTYPES, _finfo, _oracle, _round, _same
 
-exact_problem = importlib.import_module("rope_ref.backends.exact_problem")
+exact_problem = importlib.import_module("rope_ref.backends.exact.problem")
 
 
 def _rope_half(

@@ -90,7 +90,7 @@ RULES: list[Any] = [
 @pytest.mark.parametrize("rule", RULES, ids=repr)
 @pytest.mark.parametrize("seq_len", [100.0, 20000.0])
 def test_frequencies_are_the_formulas(rule: Any, seq_len: float) -> None:
-    exact_frequencies = importlib.import_module("rope_ref.backends.exact_frequencies")
+    exact_frequencies = importlib.import_module("rope_ref.backends.exact.frequencies")
     spec = rr.RopeSpec(64, base=500000.0, scaling=rule)
     ctx = mpmath.MPContext()
     ctx.prec = 200

@@ -30,10 +30,10 @@ from tests.cuda_host.cases import CASES, DTYPES, LAYOUTS, assert_error_model, ra
 
 pytestmark = pytest.mark.cuda_host
 
-arrays_module = emulation.backend_module("cuda_arrays")
-call_module = emulation.backend_module("cuda_call")
-plan_module = emulation.backend_module("cuda_plan")
-tables_module = emulation.backend_module("cuda_tables")
+arrays_module = emulation.backend_module("cuda.arrays")
+call_module = emulation.backend_module("cuda.call")
+plan_module = emulation.backend_module("cuda.plan")
+tables_module = emulation.backend_module("cuda.tables")
 CAPACITY = tables_module.FIRST_ROWS
 
 

@@ -60,7 +60,7 @@ def _encode(patterns: np.ndarray) -> np.ndarray:
     """float32 bit `patterns` rounded by the kernel's bfloat16 store, run under numba."""
     from numba import njit
 
-    narrow = importlib.import_module("rope_ref.backends.numba_convert").narrow
+    narrow = importlib.import_module("rope_ref.backends.numba.convert").narrow
 
     @njit
     def run(v, out):

@@ -90,7 +90,7 @@ def test_compiled_gradient_equals_eager():
 
 
 def test_opcheck_of_both_operators():
-    numba_torch = importlib.import_module("rope_ref.backends.numba_torch")
+    numba_torch = importlib.import_module("rope_ref.backends.torch_ops.operators")
     x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
     key = numba_torch._spec_key(rr.RopeSpec(8))

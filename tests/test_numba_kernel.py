@@ -224,7 +224,7 @@ def test_float16_widens_exactly_like_numpy(how):
     a NaN of the same sign)."""
     from numba import njit
 
-    convert = importlib.import_module("rope_ref.backends.numba_convert")
+    convert = importlib.import_module("rope_ref.backends.numba.convert")
     widen = convert.widen if how == "kernel" else convert._f16_bits_to_f32
 
     @njit
@@ -246,7 +246,7 @@ def _round_to_f16(values: np.ndarray, how: str) -> np.ndarray:
     """Round float32 `values` to float16 with the kernel's encoder, run under numba."""
     from numba import njit
 
-    convert = importlib.import_module("rope_ref.backends.numba_convert")
+    convert = importlib.import_module("rope_ref.backends.numba.convert")
     if how == "kernel":
         narrow = convert.narrow
 
@@ -391,7 +391,7 @@ def test_integer_dtypes_are_refused_with_a_clear_message():
 
 def test_import_compiles_nothing():
     code = (
-        "import rope_ref.backends.numba_cpu as k\n"
+        "import rope_ref.backends.numba.cpu as k\n"
         "d = [v for v in vars(k).values() if hasattr(v, 'signatures')]\n"
         "assert d and all(not f.signatures for f in d), [f.signatures for f in d]\n"
         "print('ok')"

@@ -247,7 +247,7 @@ def test_the_operators_keep_a_bounded_number_of_specs():
     """5,000 distinct specs through the operators leave at most MAX_SPECS (plus those
     compiled graphs hold); a backward whose spec has been evicted meanwhile, and a
     compiled step whose spec is older than all of them, still rotate by their own spec."""
-    specs_module = importlib.import_module("rope_ref.backends.torch_specs")
+    specs_module = importlib.import_module("rope_ref.backends.torch_ops.specs")
     rng = np.random.default_rng(3)
     x_np, g_np = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
     old = rr.RopeSpec(8, base=123.0)

@@ -678,13 +678,13 @@ def _cuda_backend(backend: object) -> bool:
 
 
 def _cuda_call() -> ModuleType:
-    """The CUDA kernel's short road (`rope_ref.backends.cuda_call`; imports no CuPy).
+    """The CUDA kernel's short road (`rope_ref.backends.cuda.call`; imports no CuPy).
 
     Kept in `_CUDA_CALL` rather than by `functools.cache` and `importlib`, which
     ``torch.compile`` cannot trace.
     """
     if not _CUDA_CALL:
-        from rope_ref.backends import cuda_call  # type: ignore[import-not-found,unused-ignore]
+        from rope_ref.backends.cuda import call as cuda_call  # type: ignore[import-not-found,unused-ignore]
 
         _CUDA_CALL.append(cuda_call)
     return _CUDA_CALL[0]

@@ -9,7 +9,7 @@ The call runs on NumPy views of the same memory, so it is the NumPy call, bit fo
   qkv projection is read in place; the result is wrapped with ``torch.from_numpy``, and
   ``out=`` (which may be `x`) is written through its own view. A tensor that records
   gradients, and every call under ``torch.compile``, goes through the custom operators
-  of `rope_ref.backends.numba_torch` instead (autograd: the inverse rotation by the kernel).
+  of `rope_ref.backends.torch_ops.operators` instead (autograd: the inverse rotation by the kernel).
 - JAX (arrays on the CPU, not tracers): `rope_ref._engine.jax_arrays` (``numpy.asarray``
   views the buffer; the result is one aligned NumPy array, which JAX adopts).
 
@@ -312,8 +312,8 @@ def operators_needed(x: Any, positions: Any) -> bool:
 
 
 def _torch_ops() -> ModuleType:
-    """`rope_ref.backends.numba_torch` (imports torch, so loaded on first use)."""
-    from rope_ref.backends import numba_torch  # type: ignore[import-not-found,unused-ignore]
+    """`rope_ref.backends.torch_ops.operators` (imports torch, so loaded on first use)."""
+    from rope_ref.backends.torch_ops import operators as numba_torch  # type: ignore[import-not-found,unused-ignore]
 
     module: ModuleType = numba_torch
     return module

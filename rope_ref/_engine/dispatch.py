@@ -15,9 +15,9 @@ __all__ = ["BACKENDS", "available_backends", "load_backend", "unusable_reason"]
 # name -> (module that provides rotate(), the optional dependency it needs)
 _REGISTRY: dict[str, tuple[str, str | None]] = {
     "reference": ("rope_ref._core.reference", None),
-    "numba": ("rope_ref.backends.numba_cpu", "numba"),
-    "cupy": ("rope_ref.backends.cupy_cuda", "cupy"),
-    "exact": ("rope_ref.backends.exact", "mpmath"),
+    "numba": ("rope_ref.backends.numba.cpu", "numba"),
+    "cupy": ("rope_ref.backends.cuda.cupy_kernel", "cupy"),
+    "exact": ("rope_ref.backends.exact.api", "mpmath"),
 }
 BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto", "exact")
 # How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).

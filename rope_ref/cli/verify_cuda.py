@@ -281,7 +281,7 @@ def _dtype(name: str) -> np.dtype[Any]:
 @contextlib.contextmanager
 def _launches() -> Iterator[list[int | None]]:
     """The stream handle of every launch of the CUDA kernel in the block (by any adapter)."""
-    arrays = importlib.import_module("rope_ref.backends.cuda_arrays")
+    arrays = importlib.import_module("rope_ref.backends.cuda.arrays")
     seen: list[int | None] = []
     classes = {arrays.Arrays, *arrays.Arrays.__subclasses__()}
     originals = {c: c.__dict__["launch"] for c in classes if "launch" in c.__dict__}

@@ -65,7 +65,7 @@ def ulp_errors(c: Comparison) -> F64:
 
 def _rounding() -> ModuleType:
     """The exact backend's formats and ulps (a kernel module, loaded by name on first use)."""
-    return importlib.import_module("rope_ref.backends.exact_rounding")
+    return importlib.import_module("rope_ref.backends.exact.rounding")
 
 
 def _in_dtype(x64: F64, name: str) -> NDArray[np.generic]:

@@ -1,4 +1,4 @@
-"""Build and drive the host emulation of the CUDA kernel (harness.cu + backends/rope.cuh).
+"""Build and drive the host emulation of the CUDA kernel (harness.cu + backends/cuda/rope.cuh).
 
 The launcher's own planning code (`rotate_many`, `plan_launch`) runs on NumPy arrays; the
 planned grid is then executed block by block, thread by thread, by the kernel's thread body
@@ -24,7 +24,7 @@ HARNESS = Path(__file__).with_name("harness.cu")
 
 def launcher() -> ModuleType:
     """The CuPy launcher module (importing it does not import CuPy)."""
-    return backend_module("cupy_cuda")
+    return backend_module("cuda.cupy_kernel")
 
 
 def backend_module(name: str) -> ModuleType:
@@ -136,7 +136,7 @@ def guarded_host(launch: Any) -> Any:
     A kernel that read one row (or one inverse frequency) outside a table would turn its
     output into NaN, which every comparison with the reference catches.
     """
-    base = backend_module("cuda_arrays").HostStandIn
+    base = backend_module("cuda.arrays").HostStandIn
 
     class GuardedHost(base):  # type: ignore[misc, valid-type]
         def upload(self, host: np.ndarray, like: Any) -> np.ndarray:

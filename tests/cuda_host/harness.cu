@@ -1,4 +1,4 @@
-// Host emulation of the CUDA RoPE kernel: the thread body of backends/rope.cuh, compiled for the
+// Host emulation of the CUDA RoPE kernel: the thread body of backends/cuda/rope.cuh, compiled for the
 // CPU, run for every block and thread of the grid the launcher plans. Built by
 // tests/test_cuda_host.py into a shared library and called through ctypes.
 #include <cstddef>

@@ -83,7 +83,7 @@ def host_implementations(case: Case) -> list[Impl]:
 
 
 def _host_call(x: np.ndarray, *, case: Case, positions: bool) -> Prepared:
-    arrays = importlib.import_module("rope_ref.backends.cuda_arrays")
+    arrays = importlib.import_module("rope_ref.backends.cuda.arrays")
     recorded: collections.deque[Any] = collections.deque(maxlen=1)
     arrays.serve(arrays.DeviceStandIn, arrays.HostStandIn(launch=recorded.append))
     (k_host,) = keys_like(x, case)
@@ -105,7 +105,7 @@ def _host_call(x: np.ndarray, *, case: Case, positions: bool) -> Prepared:
 
 def _stand_in_floor(x: np.ndarray) -> Prepared:
     """What `DeviceStandIn` does for each of a call's two outputs when they are made."""
-    arrays = importlib.import_module("rope_ref.backends.cuda_arrays")
+    arrays = importlib.import_module("rope_ref.backends.cuda.arrays")
     outputs = [x.view(arrays.DeviceStandIn), x.view(arrays.DeviceStandIn)]
     finalize = arrays.DeviceStandIn.__array_finalize__
     return lambda: [finalize(o, None) for o in outputs]

@@ -1,7 +1,7 @@
 // Rotary position embedding, CUDA kernel. The thread body lives in rope.cuh (shared with the
 // host emulation); this file only maps CUDA's block/thread indices onto it.
 //
-// Loaded by rope_ref.backends.cupy_cuda with cupy.RawModule (NVRTC), which replaces the
+// Loaded by rope_ref.backends.cuda.cupy_kernel with cupy.RawModule (NVRTC), which replaces the
 // include line below by the text of rope.cuh. One launch of either kernel rotates one tensor
 // or both q and k:
 // blocks [0, t[1].first_block) belong to t[0], the rest to t[1]. Each branch below passes a

@@ -1,7 +1,7 @@
 r"""Correctly rounded angles and cos/sin tables: ``rope_angles`` and ``rope_cos_sin`` exact.
 
 - `angles`: the real angle :math:`p\,\omega_j` (the position's exact value, the spec's
-  frequency as a real number, `rope_ref.backends.exact_frequencies`) rounded once to
+  frequency as a real number, `rope_ref.backends.exact.frequencies`) rounded once to
   float64. Where :math:`\omega_j` is rational (custom ``freqs``, float-valued rules, and
   formulas whose roots happen to be rational, e.g. YaRN's blend of :math:`10^{-1}` with
   the multiplier :math:`5/8`), the exact product is rounded, so ties go to even. Elsewhere
@@ -11,7 +11,7 @@ r"""Correctly rounded angles and cos/sin tables: ``rope_angles`` and ``rope_cos_
   the frequency is, and then takes the sign IEEE multiplication gives it.
 - `cos_sin`: :math:`A\,s\cos(p\,\omega_j)` and :math:`A\,s\sin(p\,\omega_j)` (attention
   factor and xPos scale as real numbers) rounded once to the requested format, through the
-  double-double tables and Ziv's test of `rope_ref.backends.exact_problem` (the values are
+  double-double tables and Ziv's test of `rope_ref.backends.exact.problem` (the values are
   the rotation of the pair ``(1, 0)``). At a zero angle sin is a zero with the sign of the
   float64 reference's.
 """
@@ -31,9 +31,9 @@ from rope_ref._core.aliases import Role
 from rope_ref._core.frequencies import pair_axes
 from rope_ref._core.spec import RopeSpec
 
-from . import exact_frequencies as freq
-from .exact_problem import Problem, distinct_rows, exact_value, raw_parts
-from .exact_rounding import FORMATS, round_dyadic, round_fraction, to_format
+from . import frequencies as freq
+from .problem import Problem, distinct_rows, exact_value, raw_parts
+from .rounding import FORMATS, round_dyadic, round_fraction, to_format
 
 __all__ = ["angles", "cos_sin"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from rope_ref._core.spec import RopeSpec
 
-from .cuda_arrays import Arrays
-from .cuda_tables import MAX_BYTES, length_dependent
+from .arrays import Arrays
+from .tables import MAX_BYTES, length_dependent
 
 __all__ = ["TAKES", "reason", "refuse"]
 
@@ -34,7 +34,7 @@ def refuse(arrays: Arrays, x: Any, why: str) -> None:
     Examples
     --------
     >>> import numpy as np
-    >>> from rope_ref.backends.cuda_arrays import HostStandIn
+    >>> from rope_ref.backends.cuda.arrays import HostStandIn
     >>> host = HostStandIn(launch=print)
     >>> refuse(host, np.zeros(4), "no reason")  # not capturing: nothing happens
     >>> host.capture = True

@@ -2,7 +2,7 @@
 
 ``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the Numba kernel on NumPy views of
 CPU tensors (`rope_ref._engine.cpu_arrays`) and the CUDA kernel on CUDA tensors
-(`rope_ref.backends.cuda_torch`). Each has a fake implementation (an output like its input,
+(`rope_ref.backends.torch_ops.cuda`). Each has a fake implementation (an output like its input,
 for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the gradient of
 ``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the same
 positions, by the same operator on the gradient's device (with an attention factor or
@@ -11,17 +11,17 @@ therefore sees one opaque operator per call and no graph break, and compiled cal
 eager kernel, bit for bit.
 
 A spec is not a tensor nor a number, so the operators take a key that
-`rope_ref.backends.torch_specs` maps back to the spec (the specs used most recently, and
+`rope_ref.backends.torch_ops.specs` maps back to the spec (the specs used most recently, and
 those a compiled graph holds); `torch.compile` looks the key up when it traces (a
 constant of the graph; the spec is guarded on as any other object the traced function
 reads).
 
 Eager calls that record gradients, and calls under ``torch.func`` transforms (``grad``,
 ``vmap``, ``jacrev``, ``jacfwd``), go through two autograd functions over the same
-operators (`rope_ref.backends.torch_autograd`): their ``setup_context``, backward (and
+operators (`rope_ref.backends.torch_ops.autograd`): their ``setup_context``, backward (and
 forward tangent) are the inverse (the same) rotation by the operator, positions that
 record gradients get theirs from the reference, and their vmap rules are generated from
-the operators' own (`rope_ref.backends.torch_vmap`), so that the transforms compose
+the operators' own (`rope_ref.backends.torch_ops.vmap`), so that the transforms compose
 (``jacrev`` is ``vmap`` of the backward). Under ``torch.compile`` the operators are
 called directly (their registered autograd formula is x's only: a traced call whose
 positions record gradients is left to the general path).
@@ -37,7 +37,10 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
 from rope_ref._engine.dispatch import available_backends
 
-from . import cuda_torch, torch_autograd, torch_specs, torch_vmap
+from . import autograd as torch_autograd
+from . import cuda as cuda_torch
+from . import specs as torch_specs
+from . import vmap as torch_vmap
 
 __all__ = ["apply", "apply_cuda", "apply_qk", "apply_qk_cuda", "traced_cuda", "traced_qk_cuda"]
 
@@ -190,7 +193,7 @@ def apply_cuda(
 ) -> torch.Tensor | None:
     """`apply` of a CUDA tensor for autograd, ``torch.func`` or ``torch.compile``.
 
-    `rope_ref.backends.cuda_call` hands over those calls (x or the positions record
+    `rope_ref.backends.cuda.call` hands over those calls (x or the positions record
     gradients, a transform maps them, or a trace) and takes every other call to the
     kernel directly. None when the operator does not take the call (the general path
     then decides); ValueError for an `out` with a tensor that records gradients.

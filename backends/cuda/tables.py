@@ -35,8 +35,8 @@ from rope_ref._core.frequencies import attention_factor, inv_freq, tables
 from rope_ref._core.spec import RopeSpec
 from rope_ref.scaling._facts import is_length_dependent
 
-from .cuda_arrays import Arrays
-from .cuda_plan import factor_bits
+from .arrays import Arrays
+from .plan import factor_bits
 
 __all__ = ["DeviceTables", "TableCache", "device_tables", "length_dependent"]
 
@@ -81,7 +81,7 @@ class TableCache:
     --------
     >>> import numpy as np
     >>> import rope_ref as rr
-    >>> from rope_ref.backends.cuda_arrays import HostStandIn
+    >>> from rope_ref.backends.cuda.arrays import HostStandIn
     >>> host = HostStandIn(launch=print)
     >>> cache = TableCache()
     >>> spec = rr.RopeSpec(head_dim=8)

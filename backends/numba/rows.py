@@ -1,8 +1,8 @@
 """One row of the Numba CPU kernel, shared by the loops of every dtype.
 
-`_row` rotates the pairs of one row by one table row (`rope_ref.backends.numba_cpu` calls
+`_row` rotates the pairs of one row by one table row (`rope_ref.backends.numba.cpu` calls
 it); it reads each element through `widen` and writes each result through `narrow`
-(`rope_ref.backends.numba_convert`), which are the identity for float32 and float64 and
+(`rope_ref.backends.numba.convert`), which are the identity for float32 and float64 and
 the 16-bit conversions for the bit patterns of float16 and bfloat16, so the same loop,
 vectorised, serves them all. `_first_row` and `_next_row` walk the rows of a 4-D view
 without a division per row.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .numba_convert import narrow, widen
+from .convert import narrow, widen
 
 __all__: list[str] = []
 

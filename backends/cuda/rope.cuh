@@ -5,7 +5,7 @@
 // Nothing here includes a header, so the file compiles unchanged with NVRTC, nvcc (device and
 // host passes) and a plain C++ compiler (where ROPE_HD is just inline).
 //
-// Work decomposition (planned in Python by rope_ref.backends.cupy_cuda, see RopeTensor):
+// Work decomposition (planned in Python by rope_ref.backends.cuda.cupy_kernel, see RopeTensor):
 //   x has leading axes L and a feature axis of length head_dim. One leading axis, the "head
 //   axis", is one along which the cos/sin tables do not change (stride 0): the tables are read
 //   once per (token, frequency) and reused for heads_per_thread heads by one thread, and for

@@ -2,7 +2,7 @@
 
 One small adapter per kind of array says what the planner needs (a `Desc`: address, shape,
 byte strides, dtype), which device it lives on, how to allocate like it and on which stream
-its work runs. A repeated call of the short road (`rope_ref.backends.cuda_call`) reads
+its work runs. A repeated call of the short road (`rope_ref.backends.cuda.call`) reads
 only an array's `Arrays.geometry` (its part of the call's signature) and its
 `Arrays.address`:
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .cuda_plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, describe_numpy, dtype_name
+from .plan import KERNEL_NAMES, KERNELS, PARAM_FIELDS, Desc, Launch, describe_numpy, dtype_name
 
 __all__ = [
     "Arrays",
@@ -531,7 +531,7 @@ def kernel_source() -> str:
     >>> "#include" in kernel_source()
     False
     """
-    files = importlib.resources.files("rope_ref.backends")
+    files = importlib.resources.files("rope_ref.backends.cuda")
     header = files.joinpath("rope.cuh").read_text(encoding="utf-8")
     source = files.joinpath("rope.cu").read_text(encoding="utf-8")
     return source.replace('#include "rope.cuh"', header, 1)

@@ -45,9 +45,9 @@ from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.cpu_arrays import compiling, operators_needed
 
-from .cuda_arrays import Arrays, arrays_for
-from .cuda_capture import reason, refuse
-from .cuda_plan import (
+from .arrays import Arrays, arrays_for
+from .capture import reason, refuse
+from .plan import (
     ELEMENT_TYPES,
     PARAM_FIELDS,
     POSITION_TYPES,
@@ -60,7 +60,7 @@ from .cuda_plan import (
     overlap,
     plan,
 )
-from .cuda_tables import DeviceTables, device_tables, length_dependent
+from .tables import DeviceTables, device_tables, length_dependent
 
 __all__ = ["apply", "apply_qk", "clear", "decline"]
 
@@ -161,8 +161,8 @@ def decline(x: Any) -> None:
 
 
 def _torch_operators() -> ModuleType:
-    """`rope_ref.backends.numba_torch`, the custom operators (imports torch: on first use)."""
-    from . import numba_torch
+    """`rope_ref.backends.torch_ops.operators` (imports torch: on first use)."""
+    from ..torch_ops import operators as numba_torch
 
     return numba_torch
 

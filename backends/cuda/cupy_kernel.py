@@ -24,8 +24,8 @@ import numpy as np
 
 from rope_ref._core.compat import records_grad
 
-from .cuda_arrays import Arrays, arrays_for, kernel_source, on_device
-from .cuda_plan import (
+from .arrays import Arrays, arrays_for, kernel_source, on_device
+from .plan import (
     ELEMENT_TYPES,
     KERNEL_NAMES,
     PARAM_FIELDS,

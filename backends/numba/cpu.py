@@ -23,7 +23,7 @@ Design
   (C-contiguous input is the fast path; any strides work).
 - float16 and bfloat16 (ml_dtypes) run the same loops on views of their bits: each
   element is widened to float32 as it is read and rounded once, to nearest even, as it
-  is written (`rope_ref.backends.numba_convert`: F16C's ``vcvtph2ps``/``vcvtps2ph`` for
+  is written (`rope_ref.backends.numba.convert`: F16C's ``vcvtph2ps``/``vcvtps2ph`` for
   float16, a shift and an integer rounding for bfloat16), in registers, so there is no
   temporary and the loop vectorises as the float32 one does.
 - Nothing is compiled at import: the first call compiles (and caches to disk) the
@@ -43,7 +43,7 @@ from numba import njit, prange
 
 from rope_ref._core.aliases import Array
 
-from .numba_rows import _first_row, _next_row, _row
+from .rows import _first_row, _next_row, _row
 
 __all__ = ["rotate"]
 

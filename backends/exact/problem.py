@@ -3,7 +3,7 @@
 `Problem` holds, for every distinct position row and pair, the double-double products
 ``A s cos`` and ``A s sin`` (attention factor, xPos scale, angle as real numbers), and
 rounds ``u C - v S`` of given members correctly (`Problem.rotate`); the exact backend's
-module docstring (`rope_ref.backends.exact`) says how and why every element is decided.
+module docstring (`rope_ref.backends.exact.api`) says how and why every element is decided.
 The angle of a pair is a sum of terms ``sign * p * w`` (one term for RoPE, two for a
 re-rotation), so that it stays an exact product of the position and real frequencies.
 """
@@ -26,9 +26,9 @@ from rope_ref._core.spec import RopeSpec
 from rope_ref._core.validation import check_choice
 from rope_ref._core.xpos import XPos
 
-from . import exact_frequencies as freq
-from .exact_dd import combine
-from .exact_rounding import Format, round_dyadic, round_fraction, rounded_and_certain, to_format
+from . import frequencies as freq
+from .dd import combine
+from .rounding import Format, round_dyadic, round_fraction, rounded_and_certain, to_format
 
 __all__ = [
     "AngleTerms",

@@ -1,9 +1,9 @@
 """The CUDA kernels of the PyTorch custom operators ``rope_ref::apply_rope`` and ``_qk``.
 
-`rope_ref.backends.numba_torch` defines both operators (schema, fake implementations,
+`rope_ref.backends.torch_ops.operators` defines both operators (schema, fake implementations,
 autograd formula) and registers `rotate` and `rotate_qk` as their CUDA implementations.
 Each runs the CUDA kernel as a CUDA tensor's call without the operators does, with
-``backend="cupy"``: the short road of `rope_ref.backends.cuda_call` when it takes the
+``backend="cupy"``: the short road of `rope_ref.backends.cuda.call` when it takes the
 call, else the general path (host-built tables, the same kernel). The input is read
 detached, in place; the output is laid out as the fake implementation promises,
 ``torch.empty_like`` of the input, so that a compiled graph's strides are the eager

@@ -8,7 +8,7 @@ for its pair (a, b), with the position p (the exact sum of the position given an
 `offset`: integers past int64 and float positions plus offsets are never rounded first)
 and every float input taken as the exact value it holds, w the spec's inverse frequency,
 A the attention factor and s the xPos scale as real numbers
-(`rope_ref.backends.exact_frequencies` says which rules are formulas), rounded to nearest
+(`rope_ref.backends.exact.frequencies` says which rules are formulas), rounded to nearest
 even to x's dtype (float64, float32, float16, bfloat16), subnormals and overflow included.
 
 How
@@ -42,8 +42,8 @@ frequency involves ``1 / pi``, and YaRN's untruncated ramp, whose ends are logar
 stay undecided past 65536 bits, an ArithmeticError says so; no unproven value is ever
 returned.
 
-The same tables serve ``rope_angles``, ``rope_cos_sin`` (`rope_ref.backends.exact_tables`)
-and ``rerotate`` (`rope_ref.backends.exact_rerotate`) with ``backend="exact"``.
+The same tables serve ``rope_angles``, ``rope_cos_sin`` (`rope_ref.backends.exact.tables`)
+and ``rerotate`` (`rope_ref.backends.exact.rerotate`) with ``backend="exact"``.
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ from rope_ref._core.reference import join_pairs, split_pairs
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.api import laid_out_positions
 
-from .exact_arrays import back_to, on_host
-from .exact_problem import Problem
-from .exact_rerotate import rerotate
-from .exact_rounding import FORMATS
-from .exact_tables import angles, cos_sin
+from .arrays import back_to, on_host
+from .problem import Problem
+from .rerotate import rerotate
+from .rounding import FORMATS
+from .tables import angles, cos_sin
 
 __all__ = ["angles", "apply", "cos_sin", "rerotate"]
 

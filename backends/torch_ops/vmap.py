@@ -8,7 +8,7 @@ axes: None, a scalar or one axis, for a spec without position sections), the bat
 rotated in one call with the mapped axis in front; otherwise each slice is rotated by
 its own call and the results are stacked. ``torch.func.grad``, ``jacrev`` and
 ``jacfwd`` reach these rules through the operators' autograd functions
-(`rope_ref.backends.numba_torch`), whose vmap rules are generated from the forward.
+(`rope_ref.backends.torch_ops.operators`), whose vmap rules are generated from the forward.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import torch_specs
+from . import specs as torch_specs
 
 __all__ = ["rope_qk_rule", "rope_rule"]
 

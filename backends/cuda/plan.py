@@ -8,7 +8,7 @@ imports CuPy, so the host emulation of the kernel runs the very grid the GPU wou
 Everything in a plan but the addresses and a few per-call values (the position offset,
 the capacity of the table cache, the attention factor) follows from the geometry: shapes,
 strides, dtypes and the addresses' alignment, so a caller that keeps plans by geometry
-(`rope_ref.backends.cuda_call`) copies the words of a kept plan and writes only those.
+(`rope_ref.backends.cuda.call`) copies the words of a kept plan and writes only those.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def plan(
         or, with `gather`, a `Desc` of positions broadcast to ``x.shape[:-1]`` (stride 0 on
         shared axes).
     layout, rotary_start, inverse
-        As for ``rope_ref.backends.cupy_cuda.rotate``; `layout` may also name the layout
+        As for ``rope_ref.backends.cuda.cupy_kernel.rotate``; `layout` may also name the layout
         pairs are read in and the one they are written in, ``"interleaved>half"``.
     gather : Gather, optional
         The table cache: plan the gather kernel.

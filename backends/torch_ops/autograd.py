@@ -1,9 +1,9 @@
 """Autograd functions over the custom operators: eager gradients and ``torch.func``.
 
 `Rotation` and `RotationQK` call ``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk``
-(`rope_ref.backends.numba_torch`) with ``setup_context``, so that ``torch.func.grad``,
+(`rope_ref.backends.torch_ops.operators`) with ``setup_context``, so that ``torch.func.grad``,
 ``vjp`` and ``jacrev`` take them, and with vmap rules generated from the operators' own
-(`rope_ref.backends.torch_vmap`), so that the transforms compose:
+(`rope_ref.backends.torch_ops.vmap`), so that the transforms compose:
 
 - **x.** RoPE is linear and orthogonal in `x`: the backward is the inverse rotation of
   the incoming gradient (``R^T g``; with an attention factor or xPos scale ``a``,
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from . import torch_specs
+from . import specs as torch_specs
 
 __all__ = ["Rotation", "RotationQK"]
 

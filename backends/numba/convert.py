@@ -1,6 +1,6 @@
 """Loads and stores of the Numba CPU kernel's elements, one formulation per dtype.
 
-The kernel's row loop (`rope_ref.backends.numba_rows`) reads every element through `widen`
+The kernel's row loop (`rope_ref.backends.numba.rows`) reads every element through `widen`
 and writes every result through `narrow`, so that one loop serves every dtype and LLVM
 vectorises it for each (what it emits is described in docs/kernels/numba.md):
 

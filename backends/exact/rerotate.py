@@ -28,10 +28,10 @@ from rope_ref._core.compat import dtype_name, to_numpy
 from rope_ref._core.reference import join_pairs, split_pairs
 from rope_ref._core.spec import RopeSpec
 
-from . import exact_frequencies as freq
-from .exact_arrays import back_to, on_host
-from .exact_problem import AngleTerms, Problem, rational_zeta
-from .exact_rounding import FORMATS
+from . import frequencies as freq
+from .arrays import back_to, on_host
+from .problem import AngleTerms, Problem, rational_zeta
+from .rounding import FORMATS
 
 __all__ = ["rerotate"]
 

@@ -1,0 +1,1 @@
+"""``backend="exact"``: each element the correctly rounded real rotation (mpmath)."""

@@ -1,0 +1,1 @@
+"""The Numba CPU kernel: entry points (``cpu``), row loops (``rows``), 16-bit loads/stores."""
