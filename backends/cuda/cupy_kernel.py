@@ -7,10 +7,10 @@ kind and launch on the caller's current stream. The kernel rotates with float32 
 for float16, bfloat16 and float32 inputs and float64 arithmetic for float64, reading the
 cos/sin tables it is given (built by rope_ref in float64 and rounded once).
 
-Module map: `cuda_plan` plans a launch from array descriptors (no CuPy), `cuda_arrays`
-adapts each kind of array and launches, `cuda_tables` keeps tables on the device,
-`cuda_call` is the short road from ``apply_rope`` that uses them, and `cuda_capture` says
-why a call cannot run inside a CUDA graph capture. Importing any of them imports no CuPy.
+Module map (this package): `plan` plans a launch from array descriptors (no CuPy), `arrays`
+adapts each kind of array and launches, `tables` keeps tables on the device, `call` is the
+short road from ``apply_rope`` that uses them, and `capture` says why a call cannot run
+inside a CUDA graph capture. Importing any of them imports no CuPy.
 """
 
 from __future__ import annotations
