@@ -224,11 +224,14 @@ def _sections(draw: st.DrawFn, n_pairs: int) -> dict[str, Any]:
 
 
 def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
-    """Scaling rules of every family (the seven of `rope_ref.scaling`).
+    """Scaling rules of every type in the rope-type table (`HF_RULES`), each as its row draws.
 
-    Linear, NTKAware, DynamicNTK, YaRN (with and without ``truncate``), Llama3, LongRoPE
-    and Proportional. LongRoPE needs the number of pairs, so it is drawn as a function of
-    it; `rope_specs` (``scalings=scaling_rules()``) calls it with the spec's pair count.
+    Linear, DynamicNTK and NTKAware (Hunyuan's ``alpha``), YaRN (with and without
+    ``truncate``, and ggml's partial YaRN, ``ext_factor`` below 1), LongRoPE, Llama3,
+    Proportional and vLLM's NTKScaling (fixed and mixed), and any type added to the table
+    since (see docs/variants/index.md, "Adding a rule"). LongRoPE needs the number of pairs,
+    so it is drawn as a function of it; `rope_specs` (``scalings=scaling_rules()``) calls it
+    with the spec's pair count.
 
     Parameters
     ----------
@@ -244,7 +247,7 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     ...     assert spec.scaling is not None
     >>> test_scaled()
     """
-    from rope_ref import scaling as rules
+    from rope_ref._config.hf_rules import HF_RULES, RuleDraws
 
     if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
         msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
@@ -254,36 +257,5 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     if edges:
         factors = st.one_of(st.sampled_from(edges), factors)
     lengths = st.sampled_from([2048, 4096, 8192, 32768])
-
-    @st.composite
-    def longrope(draw: st.DrawFn) -> Any:
-        original = draw(lengths)
-        seed = draw(st.integers(0, 2**32 - 1))
-
-        def build(n_pairs: int) -> Any:
-            rng = np.random.default_rng(seed)
-            short = rng.uniform(1.0, 4.0, n_pairs).tolist()
-            long = rng.uniform(1.0, 64.0, n_pairs).tolist()
-            return rules.LongRoPE(short, long, original_max_position=original)
-
-        return build
-
-    @st.composite
-    def llama3(draw: st.DrawFn) -> Any:
-        low = draw(st.floats(0.5, 2.0))
-        return rules.Llama3(
-            draw(factors),
-            original_max_position=draw(lengths),
-            low_freq_factor=low,
-            high_freq_factor=low + draw(st.floats(0.5, 6.0)),
-        )
-
-    return st.one_of(
-        st.builds(rules.Linear, factors),
-        st.builds(rules.NTKAware, factors),
-        st.builds(rules.DynamicNTK, factors, max_position=lengths),
-        st.builds(rules.YaRN, factors, original_max_position=lengths, truncate=st.booleans()),
-        llama3(),
-        longrope(),
-        st.builds(rules.Proportional, st.sampled_from([0.25, 0.5, 0.75, 1.0]), factors),
-    )
+    draws = RuleDraws(st, factors, lengths)
+    return st.one_of(*(row.draw(draws) for row in HF_RULES.values() if row.draw is not None))
