@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import find, settings
+from hypothesis import find, given, settings
 
 from rope_ref.scaling import NTKAware, NTKScaling, YaRN
 from rope_ref.testing.strategies import rope_specs, scaling_rules
@@ -64,3 +64,37 @@ def test_a_registered_row_is_drawn_without_another_edit():
         assert spec.scaling is not None
     finally:
         del HF_RULES["toy_drawn"]
+
+
+@given(rope_specs(scalings=scaling_rules(), freqs=True, sections=False))
+@settings(max_examples=60, deadline=None)
+def test_a_rule_over_drawn_frequencies_is_the_same_number_in_exact(spec):
+    """freqs= with any rule of the table: backend="exact" evaluates the rule over the given
+    frequencies, the float64 reference agrees to a few roundings."""
+    import importlib
+
+    import mpmath
+
+    import rope_ref as rr
+
+    exact_frequencies = importlib.import_module("rope_ref.backends.exact.frequencies")
+    assert spec.freqs is not None
+    ctx = mpmath.MPContext()
+    ctx.prec = 120
+    seq_len = 5000.0
+    got = np.array([float(w) for w in exact_frequencies.omegas(ctx, spec, seq_len)])
+    want = rr.inv_freq(spec, seq_len)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0, err_msg=repr(spec))
+    plain = np.array(spec.freqs)
+    if spec.scaling is not None:
+        again = spec.scaling.inv_freq(plain, base=spec.base, rotary_dim=spec.rotary_dim,
+                                      seq_len=seq_len)  # fmt: skip
+        np.testing.assert_array_equal(want, again)  # the rule's input: the given frequencies
+
+
+def test_freqs_must_be_a_bool():
+    import pytest
+    from hypothesis.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="`freqs` must be True or False; got 'yes'"):
+        rope_specs(freqs="yes")

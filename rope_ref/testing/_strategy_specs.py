@@ -91,6 +91,7 @@ def rope_specs(
     scalings: st.SearchStrategy[Any] | None = None,
     sections: bool = False,
     min_rotary_dim: int = 2,
+    freqs: bool = False,
 ) -> st.SearchStrategy[RopeSpec]:
     """Valid `rope_ref.RopeSpec` values.
 
@@ -118,6 +119,10 @@ def rope_specs(
     min_rotary_dim : int, default 2
         Smallest rotary dim drawn (an even integer >= 2): head dims grow to hold it, for
         kernels with a minimum width.
+    freqs : bool, default False
+        Draw custom frequencies (``freqs=``): the drawn base's ladder divided by per-pair
+        factors from 1 to 8, as ggml's ``freq_factors``. A drawn scaling rule then takes
+        them as its input, and the spec keeps the base for it (YaRN's ramp ends).
 
     Examples
     --------
@@ -131,6 +136,10 @@ def rope_specs(
     ... def test_wide(spec):
     ...     assert spec.layout == "interleaved" and spec.rotary_dim >= 16
     >>> test_wide()
+    >>> @given(rope_specs(freqs=True))
+    ... def test_given(spec):
+    ...     assert spec.freqs is not None
+    >>> test_given()
     """
     head_dim_strategy = as_strategy("head_dims", head_dims)
     layout_strategy = as_strategy("layouts", layouts, LAYOUTS)
@@ -147,6 +156,7 @@ def rope_specs(
     for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
         check_bool(name, flag)
     check_bool("sections", sections)
+    check_bool("freqs", freqs)
     if head_dim_strategy is None:
         head_dim_strategy = st.one_of(
             st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128)
@@ -158,7 +168,7 @@ def rope_specs(
             st.sampled_from([10000.0, 500000.0, 1e6]),
             st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
         )
-    options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2)
+    options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2, freqs)
     return _specs(head_dim_strategy, layout_strategy, base_strategy, options)
 
 
@@ -169,6 +179,7 @@ class _SpecOptions:
     scalings: st.SearchStrategy[Any] | None
     sections: bool
     min_pairs: int = 1
+    freqs: bool = False
 
 
 @st.composite
@@ -200,11 +211,17 @@ def _specs(
     multi: dict[str, Any] = {}
     if options.sections:
         multi = draw(_sections(n_pairs))
+    base = draw(bases)
+    if options.freqs:  # the base's ladder over ggml-style frequency factors
+        factors = draw(st.lists(st.floats(1.0, 8.0), min_size=n_pairs, max_size=n_pairs))
+        ladder = base ** (-2.0 * np.arange(n_pairs) / rotary_dim) / np.array(factors)
+        multi["freqs"] = tuple(float(f) for f in ladder)
+        base = base if scaling is not None else 10000.0  # read by the rule alone
     return RopeSpec(
         head_dim,
         rotary_dim=rotary_dim,
         rotary_start=start,
-        base=draw(bases),
+        base=base,
         layout=draw(layouts),
         scaling=scaling,
         **multi,
