@@ -235,11 +235,17 @@ CASES = {
 }
 
 
+#: ggml's frequency factors of the "freq_factors_yarn" case (a GGUF's rope_freqs).
+FREQ_FACTORS = 1.0 + 0.25 * np.arange(D // 2)
+
+
 def _expected(name: str, x: np.ndarray, p: np.ndarray) -> np.ndarray:
-    if name == "partial_yarn":
+    if name in ("partial_yarn", "freq_factors_yarn"):
+        factors = FREQ_FACTORS if name == "freq_factors_yarn" else None
         angles, magnitude = ggml_yarn_angles(
-            p, n_dims=D, freq_base=1e4, freq_scale=0.25, ext_factor=0.5, n_ctx_orig=4096
-        )
+            p, n_dims=D, freq_base=1e4, freq_scale=0.25, ext_factor=0.5, n_ctx_orig=4096,
+            freq_factors=factors,
+        )  # fmt: skip
     else:
         angles, magnitude = p[:, None] * CASES[name][1], 1.0
     return rotate_half(x.astype(np.float64), angles, magnitude)
@@ -247,6 +253,12 @@ def _expected(name: str, x: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 SPECS = {name: spec for name, (spec, _) in CASES.items()}
 SPECS["partial_yarn"] = rr.RopeSpec(D, scaling=YaRN(4.0, 4096, ext_factor=0.5))
+SPECS["freq_factors_yarn"] = rr.RopeSpec(  # freqs= with a rule over them
+    D,
+    base=1e4,
+    freqs=tuple(1e4 ** (-np.arange(0, D, 2) / D) / FREQ_FACTORS),
+    scaling=YaRN(4.0, 4096, ext_factor=0.5),
+)
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -287,8 +299,11 @@ def _real_omega(name: str, j: int):
     if name == "alpha":
         base = mpmath.mpf(1e4) * mpmath.mpf(1000) ** (mpmath.mpf(D) / (D - 2))
         return base ** (-mpmath.mpf(2 * j) / D)
-    if name == "partial_yarn":
+    if name in ("partial_yarn", "freq_factors_yarn"):
         theta = mpmath.mpf(1e4) ** (-mpmath.mpf(2 * j) / D)
+        given = SPECS[name].freqs
+        if given is not None:  # the given float, exactly as given
+            theta = mpmath.mpf(given[j])
         low, high = YaRN(4.0, 4096).correction_range(base=1e4, rotary_dim=D)
         ramp = min(max(mpmath.mpf(j - low) / (high - low), 0), 1)
         kept = mpmath.mpf(0.5) * (1 - ramp)
@@ -299,7 +314,8 @@ def _real_omega(name: str, j: int):
 
 
 def _real_factor(name: str):
-    return 1 + mpmath.log(4) / 10 if name == "partial_yarn" else mpmath.mpf(1)
+    yarn = name in ("partial_yarn", "freq_factors_yarn")
+    return 1 + mpmath.log(4) / 10 if yarn else mpmath.mpf(1)
 
 
 def test_exact_backend_takes_a_rule_over_given_frequencies():
