@@ -50,7 +50,7 @@ from rope_ref._core import validation
         (
             {"head_dim": 4, "freqs": [1.0, 0.5], "base": 500.0},
             ValueError,
-            "`freqs` replaces `base` and `scaling`",
+            "`freqs` replaces `base`; leave it at its default",
         ),
         (
             {"head_dim": 8, "sections": (1, 2)},

@@ -1,7 +1,8 @@
 """Hypothesis properties of the scaling rules.
 
-- Each rule reduces to plain RoPE at factor 1 (Linear, NTKAware, YaRN, Proportional at
-  p = 1); DynamicNTK does at any factor up to its length (not beyond it, even at factor 1);
+- Each rule reduces to plain RoPE at factor 1 (Linear, NTKAware, NTKScaling fixed and
+  mixed, YaRN and its partial form, Proportional at p = 1); DynamicNTK does at any factor
+  up to its length (not beyond it, even at factor 1);
   Llama3 reduces to plain RoPE or to Linear at its extremes; LongRoPE with unit factors is
   plain RoPE.
 - Static rules keep relative-position invariance: scores depend on m - n only, whatever
@@ -20,7 +21,16 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, NTKAware, Proportional, YaRN
+from rope_ref.scaling import (
+    DynamicNTK,
+    Linear,
+    Llama3,
+    LongRoPE,
+    NTKAware,
+    NTKScaling,
+    Proportional,
+    YaRN,
+)
 
 EPS = 2.0**-52
 
@@ -63,6 +73,9 @@ def test_factor_one_is_plain_rope(
         Llama3(1.0, original),
         Proportional(1.0),
         LongRoPE([1.0] * (d // 2), [1.0] * (d // 2), original + 1),
+        NTKScaling(1.0),
+        NTKScaling(1.0, mixed_b=mscale or 1.0),
+        YaRN(1.0, original, beta_fast=beta_fast, beta_slow=beta_slow, ext_factor=0.5),
     ]
     for rule in rules:
         spec = rr.RopeSpec(d, base=base, scaling=rule)
@@ -121,6 +134,8 @@ def static_rules(d: int) -> st.SearchStrategy:
         st.builds(YaRN, factors, lengths, truncate=st.booleans()),
         st.builds(Llama3, factors, lengths),
         st.builds(Proportional, st.floats(0.0, 1.0), factors),
+        st.builds(NTKScaling, factors, mixed_b=st.none() | st.floats(0.1, 4.0)),
+        st.builds(YaRN, factors, lengths, ext_factor=st.floats(0.01, 1.0)),
     )
 
 

@@ -88,10 +88,19 @@ def test_freqs_may_be_zero_but_must_be_one_dimensional():
         rr.RopeSpec(4, freqs=np.array([[1.0, 0.5]]))
 
 
-def test_freqs_refuse_a_scaling_rule():
-    """Catches: `freqs` with a scaling rule accepted (only a changed base refused)."""
-    with pytest.raises(ValueError, match="`freqs` replaces `base` and `scaling`"):
-        rr.RopeSpec(4, freqs=(1.0, 0.5), scaling=rr.scaling.Linear(2.0))
+def test_freqs_refuse_a_base_without_a_rule():
+    """Catches: a base beside `freqs` accepted where nothing reads it."""
+    with pytest.raises(ValueError, match="`freqs` replaces `base`; leave it at its default"):
+        rr.RopeSpec(4, freqs=(1.0, 0.5), base=500.0)
+
+
+def test_freqs_are_the_input_of_a_scaling_rule():
+    """Catches: a rule given with `freqs` ignored, or applied to the default frequencies."""
+    spec = rr.RopeSpec(4, freqs=(0.75, 0.5), scaling=rr.scaling.Linear(2.0))
+    assert rr.inv_freq(spec).tolist() == [0.375, 0.25]  # 0.75 / 2, 0.5 / 2
+    bare = rr.RopeSpec(4, freqs=(0.75, 0.5), scaling=rr.scaling.AttentionScale(1.5))
+    assert rr.inv_freq(bare).tolist() == [0.75, 0.5]
+    assert rr.attention_factor(bare) == 1.5
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,21 @@
 
 ggml's own formula is written here in float64 NumPy (pair angles, frequency factors, YaRN's
 ramp between the correction dimensions, the attention factor) and checked against ggml at
-``[head_dim, n_head, n_tokens]`` tensors with int32 positions, partial YaRN included,
-which the survey skips; Llama 3.1's frequency factors are checked against HF's Llama 3 rule.
+``[head_dim, n_head, n_tokens]`` tensors with int32 positions, partial YaRN included
+(whose row's spec is checked against the formula without ggml); Llama 3.1's frequency
+factors are checked against HF's Llama 3 rule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
+import rope_ref as rr
+from rope_ref import scaling as rules
 from tests._libraries import driver, require, rotate_pairs, rows
 
 D = 64
@@ -64,14 +68,11 @@ def _ggml_formula(x, p, rope):
     return out
 
 
-def test_rows_agree_and_partial_yarn_says_why_not():
+def test_rows_agree():
     found = rows("ggml-python")
     assert len(found) == 14
     for settings, row in found.items():
-        if "partial YaRN" in settings:
-            assert row.verdict == "skipped", row
-            assert "ext_factor between 0 and 1" in (row.diagnosis or "")
-        elif "Qwen3-VL's proportions" in settings:
+        if "Qwen3-VL's proportions" in settings:
             assert row.verdict == "skipped", row
             assert "fourth (e) position" in (row.diagnosis or "")
         else:
@@ -96,6 +97,20 @@ def test_rope_ext_follows_ggml_formula(index):
     near = (p if p.ndim == 1 else p[:, 0]) <= 256
     atol = 2e-3 if rope.dtype == "float16" else 2e-5
     np.testing.assert_allclose(y[near], expected[near], rtol=0, atol=atol, err_msg=settings)
+
+
+@pytest.mark.parametrize("ext_factor", [0.5, 0.25, 1.0])
+def test_partial_yarn_rows_spec_is_ggmls_formula(ext_factor):
+    """The partial-YaRN row's spec rotates as ggml's formula, in float64 (no ggml needed)."""
+    ggml = driver("ggml")
+    settings, rope, spec, _ = next(c for c in ggml._cases() if "partial YaRN" in c[0])
+    assert not isinstance(spec, str), settings
+    rope = dataclasses.replace(rope, ext_factor=ext_factor)
+    spec = dataclasses.replace(spec, scaling=rules.YaRN(4.0, 32768, ext_factor=ext_factor))
+    p = np.array([0, 1, 2, 7, 255, 256, 2049, 5000, 33000, 131071], dtype=np.int32)
+    x = np.random.default_rng(5).uniform(-1, 1, (p.size, 3, D))
+    got = rr.apply_rope(x, spec, p, seq_axis=0)
+    np.testing.assert_allclose(got, _ggml_formula(x, p, rope), rtol=0, atol=1e-10)
 
 
 def test_llama3_factors_give_hf_llama3_frequencies():

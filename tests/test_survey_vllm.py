@@ -61,8 +61,6 @@ def _yarn_inv_freq(factor: float, original: int, beta_fast=32.0, beta_slow=1.0):
 def test_rows(vllm, found):
     assert len(found) == len(vllm.CASES) == 22
     refused = {
-        "DynamicNTKAlpha": "from_hf refuses",
-        "NTKScaling": "unknown rope_type 'ntk'",
         "Bailing": "pair-to-axis map",
         "MRotaryEmbeddingInterleaved": "pair-to-axis map",
         "Fourier": "learned",
@@ -107,6 +105,41 @@ def test_mrope_yarn_ramps_over_four_times_the_original_length(vllm):
     for module in (plain, mrope):
         row = module.cos_sin_cache[1].double().numpy()
         np.testing.assert_allclose(np.hypot(row[: D // 2], row[D // 2 :]), 0.1 * math.log(4) + 1)
+
+
+def _vllm_ntk(mixed_b):
+    """vLLM's NTKScalingRotaryEmbedding._compute_inv_freq with factor 4, in float64."""
+    inv = THETA ** -(np.arange(0, D, 2) / D)
+    if mixed_b is None:
+        return (4.0 * THETA) ** -(np.arange(0, D, 2) / D) / 4.0 ** (2 / D)
+    a = math.log(4.0) / (D / 2) ** mixed_b
+    return inv / np.exp(a * np.arange(1, D // 2 + 1) ** mixed_b)
+
+
+NTK_ROWS = {
+    "NTKScalingRotaryEmbedding (rope_type=ntk), factor=4": _vllm_ntk(None),
+    "NTKScalingRotaryEmbedding (rope_type=ntk), factor=4, mixed_b=0.5": _vllm_ntk(0.5),
+    "DynamicNTKAlphaRotaryEmbedding": (THETA * 1000.0 ** (D / (D - 2)))
+    ** -(np.arange(0, D, 2) / D),
+}
+
+
+@pytest.mark.parametrize("start", sorted(NTK_ROWS))
+def test_ntk_rows_specs_are_vllms_formulas(start):
+    """The rows' specs (from_hf of the configs vLLM reads) follow vLLM's formulas."""
+    import rope_ref as rr
+
+    module = driver("vllm")
+    spec = module.spec_of(_case(module, start))
+    assert not isinstance(spec, str), spec
+    np.testing.assert_allclose(rr.inv_freq(spec), NTK_ROWS[start], rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("start", sorted(NTK_ROWS))
+def test_ntk_rows_caches_are_vllms_formulas(vllm, start):
+    """vLLM's own caches follow the same formulas, to float32 accuracy."""
+    module = vllm.build(_case(vllm, start))
+    np.testing.assert_allclose(_cache_angles(module, 1), NTK_ROWS[start], rtol=2e-6)
 
 
 def test_dynamic_ntk_base_is_that_of_the_configured_length(vllm):

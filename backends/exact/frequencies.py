@@ -8,10 +8,12 @@ the exact values they hold.
 What is a formula and what is a float:
 
 - the default :math:`\theta_j = b^{-2j/d}`, custom ``freqs``, `Linear` (:math:`\theta_j/s`),
-  `NTKAware` and `DynamicNTK` (:math:`\theta_j\,r^{-2j/(d-2)}`), `YaRN` (the ramp between
+  `NTKAware` and `DynamicNTK` (:math:`\theta_j\,r^{-2j/(d-2)}`), `NTKScaling`
+  (:math:`\theta_j\,s^{-((j+1)/(d/2))^\beta}`), `YaRN` (the ramp between
   the real ends :math:`d \ln(L_0 / 2\pi\beta) / 2 \ln b`, truncated to integers where
   ``truncate`` says so, each floor, ceiling and clamp decided on the real value; the
-  temperature :math:`0.1\,m \ln s + 1`),
+  temperature :math:`0.1\,m \ln s + 1`; ``ext_factor`` :math:`e` weighs the ramp's
+  unscaled share, :math:`k = e\,(1 - r)`),
   `Llama3` (the bands decided by the real wavelength :math:`2\pi/\theta_j`, the blend
   :math:`(1-\gamma)\theta_j/s + \gamma\theta_j` with the real
   :math:`\gamma = (L_0\theta_j/2\pi - f_{lo})/(f_{hi} - f_{lo})`), `LongRoPE`
@@ -19,6 +21,9 @@ What is a formula and what is a float:
   `Proportional` (:math:`\theta_j/s` for the rotated pairs, 0 after) are evaluated as the
   formulas of their docstrings;
 - xPos with `rope_ref.XPos`: :math:`\zeta_j = (10j + 2d)/(7d)` exactly;
+- custom ``freqs`` with a rule: each given frequency times the rule's real factor for
+  that pair (every form but Llama 3's, whose bands depend on the frequency itself: its
+  float64 values are taken);
 - a rule names its formula by its class's own ``exact_form`` (`rope_ref.scaling._facts`);
   any other scaling rule (user rules, chains, subclasses) and xPos rule gives its float64
   frequencies, attention factor and decay bases, taken as exact values.
@@ -53,17 +58,22 @@ Number = Any  # an mpf or an interval of the context
 
 def omegas(ctx: Any, spec: RopeSpec, seq_len: float | None) -> list[Number]:
     """Inverse frequency of every pair as a real number of `ctx`."""
-    if spec.freqs is not None:
-        return [ctx.mpf(float(f)) for f in spec.freqs]
     d = spec.rotary_dim
     assert d is not None
     rule = spec.scaling
+    if rule is None and spec.freqs is not None:
+        return [ctx.mpf(float(f)) for f in spec.freqs]
     if rule is None:
         return _powers(ctx, spec.base, d)
     form = exact_form(rule)
-    if form is None:  # the rule's float64 values, taken as exact
-        return [ctx.mpf(float(w)) for w in inv_freq(spec, seq_len)]
-    return _OMEGAS[form](ctx, rule, spec.base, d, seq_len)
+    if form is None or (spec.freqs is not None and form not in _MULTIPLIERS):
+        return [ctx.mpf(float(w)) for w in inv_freq(spec, seq_len)]  # float64, taken as exact
+    scaled = _OMEGAS[form](ctx, rule, spec.base, d, seq_len)
+    if spec.freqs is None:
+        return scaled
+    # the rule multiplies each pair by a factor that does not depend on its input
+    plain = _powers(ctx, spec.base, d)
+    return [ctx.mpf(float(f)) * w / t for f, w, t in zip(spec.freqs, scaled, plain, strict=True)]
 
 
 def _linear(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
@@ -72,6 +82,18 @@ def _linear(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> 
 
 def _ntk(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
     return _powers(ctx, base, d, extra=(ctx.mpf(rule.factor), d))
+
+
+def _ntk_scaling(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
+    log_s, half = ctx.ln(ctx.mpf(rule.factor)), d // 2
+    out = []
+    for j, t in enumerate(_powers(ctx, base, d)):
+        if rule.mixed_b is None:
+            exponent = ctx.mpf(j + 1) / half
+        else:  # ((j + 1) / (d / 2)) ** mixed_b, as exp(mixed_b ln((j + 1) / (d / 2)))
+            exponent = ctx.exp(ctx.mpf(rule.mixed_b) * ctx.ln(ctx.mpf(j + 1) / half))
+        out.append(t * ctx.exp(-log_s * exponent))
+    return out
 
 
 def _dynamic_ntk(ctx: Any, rule: Any, base: float, d: int, seq_len: float | None) -> list[Number]:
@@ -101,12 +123,18 @@ def _llama3_omegas(ctx: Any, rule: Any, base: float, d: int, seq_len: float | No
 _OMEGAS: dict[str, Callable[[Any, Any, float, int, float | None], list[Number]]] = {
     "linear": _linear,
     "ntk": _ntk,
+    "ntk_scaling": _ntk_scaling,
     "dynamic_ntk": _dynamic_ntk,
     "yarn": _yarn_omegas,
     "llama3": _llama3_omegas,
     "longrope": _longrope,
     "proportional": _proportional,
 }
+
+#: The forms whose rule multiplies each pair by a factor of the base and the pair alone
+#: (not of the frequency it is given): with ``freqs=`` they are evaluated as that factor
+#: times the given frequency. Llama 3's bands depend on the frequency itself.
+_MULTIPLIERS = frozenset(_OMEGAS) - {"llama3"}
 
 #: One pair's factor: extra (base, exponent) terms, a final value, or None (irrational).
 _Pair = list[tuple[Fraction, Fraction]] | Fraction | None
@@ -120,14 +148,15 @@ def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | No
     N the common denominator of the exponents, has a rational N-th root. Llama 3's blended
     band involves ``1 / pi`` and is irrational unless its factor is 1.
     """
-    if spec.freqs is not None:
-        return [Fraction(float(f)) for f in spec.freqs]
     d = spec.rotary_dim
     assert d is not None
     rule = spec.scaling
     form = None if rule is None else exact_form(rule)
-    if rule is not None and form is None:
+    given = None if spec.freqs is None else [Fraction(float(f)) for f in spec.freqs]
+    if rule is not None and (form is None or (given is not None and form not in _MULTIPLIERS)):
         return [Fraction(float(w)) for w in inv_freq(spec, seq_len)]
+    if given is not None and form is None:
+        return [*given]
     base = Fraction(spec.base)
     out: list[Fraction | None] = []
     for j in range(d // 2):
@@ -135,7 +164,11 @@ def rational_omegas(spec: RopeSpec, seq_len: float | None) -> list[Fraction | No
         if pair is None or isinstance(pair, Fraction):
             out.append(pair)
             continue
-        out.append(_rational_product([(base, Fraction(-2 * j, d)), *pair]))
+        if given is None:
+            out.append(_rational_product([(base, Fraction(-2 * j, d)), *pair]))
+            continue
+        factor = _rational_product(pair) if pair else Fraction(1)
+        out.append(None if factor is None else given[j] * factor)
     return out
 
 
@@ -149,6 +182,30 @@ def _rational_proportional(rule: Any, base: float, d: int, seq_len: float | None
 
 def _rational_ntk(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
     return [(Fraction(rule.factor), _ntk_exponent(j, d))]
+
+
+def _rational_ntk_scaling(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
+    if rule.factor == 1.0:
+        return []
+    exponent = _rational_power(
+        Fraction(j + 1, d // 2), 1.0 if rule.mixed_b is None else rule.mixed_b
+    )
+    # an irrational algebraic power of s is transcendental (Gelfond-Schneider)
+    return None if exponent is None else [(Fraction(rule.factor), -exponent)]
+
+
+def _rational_power(value: Fraction, power: float) -> Fraction | None:
+    """``value ** power`` (`value` > 0) as a fraction where it is rational, else None.
+
+    With ``power = n / m`` in lowest terms, it is rational exactly when the numerator and
+    denominator of `value` are perfect m-th powers.
+    """
+    exponent = Fraction(power)
+    m = exponent.denominator
+    top, bottom = _exact_root(value.numerator, m), _exact_root(value.denominator, m)
+    if top is None or bottom is None:
+        return None
+    return Fraction(top, bottom) ** exponent.numerator
 
 
 def _rational_dynamic(rule: Any, base: float, d: int, seq_len: float | None, j: int) -> _Pair:
@@ -177,6 +234,7 @@ def _rational_llama3(rule: Any, base: float, d: int, seq_len: float | None, j: i
 _RATIONAL_PAIRS: dict[str, Callable[[Any, float, int, float | None, int], _Pair]] = {
     "linear": _rational_linear,
     "ntk": _rational_ntk,
+    "ntk_scaling": _rational_ntk_scaling,
     "dynamic_ntk": _rational_dynamic,
     "yarn": _rational_yarn,
     "llama3": _rational_llama3,
@@ -272,7 +330,10 @@ def _powers(ctx: Any, base: float, d: int, extra: tuple[Number, int] | None = No
 
 
 def _yarn(ctx: Any, rule: YaRN, theta: list[Number], base: float, d: int) -> list[Number]:
-    """Each pair's ``theta (r / s + 1 - r)``, the ramp ``r`` between the real ends."""
+    """Each pair's ``theta ((1 - k) / s + k)``, ``k = e (1 - r)`` (``e`` = ``ext_factor``).
+
+    The ramp ``r`` runs between the real ends.
+    """
     rational = _yarn_rational_multipliers(rule, base, d)
     lo, hi = (_end_value(ctx, rule, base, d, end) for end in _yarn_ends(rule, base, d))
     s = ctx.mpf(rule.factor)
@@ -281,8 +342,8 @@ def _yarn(ctx: Any, rule: YaRN, theta: list[Number], base: float, d: int) -> lis
         if m is not None:
             out.append(t * _number(ctx, m))
             continue
-        ramp = (j - lo) / (hi - lo)
-        out.append(t * (ramp / s + 1 - ramp))
+        kept = (1 - (j - lo) / (hi - lo)) * ctx.mpf(rule.ext_factor)  # unscaled share
+        out.append(t * ((1 - kept) / s + kept))
     return out
 
 
@@ -360,13 +421,21 @@ def _sign_of(interval: Any) -> int | None:
 
 @functools.lru_cache(maxsize=64)
 def _yarn_rational_multipliers(rule: YaRN, base: float, d: int) -> tuple[Fraction | None, ...]:
-    """Each pair's ``r / s + 1 - r`` as a fraction, or None inside a ramp with a real end."""
+    """Each pair's ``(1 - k) / s + k``, ``k = e (1 - r)``, as a fraction.
+
+    None inside a ramp with a real end.
+    """
     lo, hi = _yarn_ends(rule, base, d)
-    s = Fraction(rule.factor)
+    s, e = Fraction(rule.factor), Fraction(rule.ext_factor)
+
+    def blend(r: Fraction) -> Fraction:
+        kept = e * (1 - r)
+        return (1 - kept) / s + kept
+
     if lo[1] is None and hi[1] is None:
         width = hi[0] - lo[0]
         exact = [min(max((j - lo[0]) / width, Fraction(0)), Fraction(1)) for j in range(d // 2)]
-        return tuple(r / s + 1 - r for r in exact)
+        return tuple(blend(r) for r in exact)
 
     ramps: dict[int, Fraction | None] = {}  # 0, 1, or None strictly inside (irrational)
 
@@ -391,7 +460,7 @@ def _yarn_rational_multipliers(rule: YaRN, base: float, d: int) -> tuple[Fractio
         if ramp is None:  # strictly inside: r is irrational, so is the blend unless s = 1
             out.append(Fraction(1) if s == 1 else None)
         else:
-            out.append(ramp / s + 1 - ramp)
+            out.append(blend(ramp))
     return tuple(out)
 
 

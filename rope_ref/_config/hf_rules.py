@@ -4,7 +4,9 @@ Each row gives the rule class a type reads into, its reader (HF parameters -> ru
 writer (rule -> HF parameters), the legacy names HF maps to it and whether it takes
 ``original_max_position_embeddings``. `RopeSpec.from_hf` and ``to_hf`` read this table and
 nothing else about rope types; a new type is its rule class plus one row (`register_rule`;
-docs/variants/index.md, "Adding a rule").
+docs/variants/index.md, "Adding a rule"). A row also says how to draw its rules in
+property tests (`draw`), so that `rope_ref.testing.strategies.scaling_rules` draws every
+type in the table.
 """
 
 from __future__ import annotations
@@ -13,14 +15,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
+
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._config.hf_values import hf_integer, or_default
 from rope_ref._core.spec import RopeSpec, ScalingRule
-from rope_ref.scaling import DynamicNTK, Linear, Llama3, LongRoPE, Proportional, YaRN
+from rope_ref.scaling import (
+    DynamicNTK,
+    Linear,
+    Llama3,
+    LongRoPE,
+    NTKAware,
+    NTKScaling,
+    Proportional,
+    YaRN,
+)
 
 __all__ = [
     "HF_RULES",
     "HfRule",
+    "RuleDraws",
     "RuleInputs",
     "register_rule",
     "row_of_rule",
@@ -73,10 +87,28 @@ class RuleInputs:
         raise ValueError(msg)
 
 
+@dataclass(frozen=True)
+class RuleDraws:
+    """What a row's `draw` builds its strategy from (Hypothesis is imported by the caller).
+
+    `draw` returns a strategy of rules, or of functions of the number of pairs that
+    return a rule (for a rule whose lists have one entry per pair, as LongRoPE's).
+    """
+
+    #: ``hypothesis.strategies``.
+    st: Any
+    #: Scaling factors (at least 1).
+    factors: Any
+    #: Context lengths (an original or maximum length).
+    lengths: Any
+
+
 #: Reads a rule (None: no scaling) from a config.
 Reader = Callable[[RuleInputs], ScalingRule | None]
 #: Writes a rule's HF parameters (``rope_type`` included) for a spec.
 Writer = Callable[[Any, RopeSpec], dict[str, Any]]
+#: A Hypothesis strategy of the type's rules, built from `RuleDraws`.
+Drawer = Callable[[RuleDraws], Any]
 
 
 @dataclass(frozen=True)
@@ -95,6 +127,8 @@ class HfRule:
     #: Parameter keys of its own, beyond HF's common ones (`hf_keys.PARAMETER_KEYS`), so
     #: that from_hf does not warn of them as unknown.
     keys: tuple[str, ...] = ()
+    #: How property tests draw its rules (None: not drawn).
+    draw: Drawer | None = None
 
 
 def original_of(rule: Llama3 | YaRN | LongRoPE) -> int:
@@ -118,7 +152,14 @@ def _write_linear(rule: Linear, spec: RopeSpec) -> dict[str, Any]:
     return {"rope_type": "linear", "factor": rule.factor}
 
 
-def _read_dynamic(inputs: RuleInputs) -> DynamicNTK:
+def _draw_linear(d: RuleDraws) -> Any:
+    return d.st.builds(Linear, d.factors)
+
+
+def _read_dynamic(inputs: RuleInputs) -> DynamicNTK | NTKAware:
+    alpha = inputs.params.real("alpha", above=0.0)
+    if alpha is not None:  # Hunyuan's NTK alpha (vLLM reads it before factor)
+        return NTKAware(alpha)
     if inputs.max_position is None:
         requirement = "given for rope_type 'dynamic'"
         inputs.cfg.fail("max_position_embeddings", requirement, None, ValueError)
@@ -128,6 +169,30 @@ def _read_dynamic(inputs: RuleInputs) -> DynamicNTK:
 
 def _write_dynamic(rule: DynamicNTK, spec: RopeSpec) -> dict[str, Any]:
     return {"rope_type": "dynamic", "factor": rule.factor}
+
+
+def _draw_dynamic(d: RuleDraws) -> Any:
+    return d.st.one_of(
+        d.st.builds(DynamicNTK, d.factors, max_position=d.lengths),
+        d.st.builds(NTKAware, d.factors),  # what the type reads with Hunyuan's `alpha`
+    )
+
+
+def _read_ntk(inputs: RuleInputs) -> NTKScaling:
+    mixed_b = inputs.params.real("mixed_b", above=0.0)
+    return NTKScaling(inputs.given("factor", inputs.factor), mixed_b=mixed_b)
+
+
+def _write_ntk(rule: NTKScaling, spec: RopeSpec) -> dict[str, Any]:
+    params: dict[str, Any] = {"rope_type": "ntk", "factor": rule.factor}
+    if rule.mixed_b is not None:
+        params["mixed_b"] = rule.mixed_b
+    return params
+
+
+def _draw_ntk(d: RuleDraws) -> Any:
+    mixed_b = d.st.one_of(d.st.none(), d.st.sampled_from([0.5, 1.0, 2.0]), d.st.floats(0.1, 4.0))
+    return d.st.builds(NTKScaling, d.factors, mixed_b=mixed_b)
 
 
 def _read_yarn(inputs: RuleInputs) -> YaRN:
@@ -151,6 +216,12 @@ def _read_yarn(inputs: RuleInputs) -> YaRN:
 
 
 def _write_yarn(rule: YaRN, spec: RopeSpec) -> dict[str, Any]:
+    if rule.ext_factor != 1.0:
+        msg = (
+            "`spec.scaling` must be HF's YaRN, with ext_factor=1 (HF has no partial YaRN, "
+            f"ggml's ext_factor); got ext_factor={rule.ext_factor!r}."
+        )
+        raise ValueError(msg)
     params: dict[str, Any] = {
         "rope_type": "yarn",
         "factor": rule.factor,
@@ -166,6 +237,17 @@ def _write_yarn(rule: YaRN, spec: RopeSpec) -> dict[str, Any]:
     }
     params.update({k: v for k, v in optional.items() if v is not None})
     return params
+
+
+def _draw_yarn(d: RuleDraws) -> Any:
+    partial = d.st.one_of(d.st.just(1.0), d.st.sampled_from([0.5]), d.st.floats(0.01, 1.0))
+    return d.st.builds(
+        YaRN,
+        d.factors,
+        original_max_position=d.lengths,
+        truncate=d.st.booleans(),
+        ext_factor=partial,  # ggml's partial YaRN below 1
+    )
 
 
 def _read_longrope(inputs: RuleInputs) -> LongRoPE:
@@ -199,6 +281,19 @@ def _write_longrope(rule: LongRoPE, spec: RopeSpec) -> dict[str, Any]:
     return params
 
 
+def _draw_longrope(d: RuleDraws) -> Any:
+    def lists(original: int, seed: int) -> Callable[[int], LongRoPE]:
+        def build(n_pairs: int) -> LongRoPE:
+            rng = np.random.default_rng(seed)
+            short = rng.uniform(1.0, 4.0, n_pairs).tolist()
+            long = rng.uniform(1.0, 64.0, n_pairs).tolist()
+            return LongRoPE(short, long, original_max_position=original)
+
+        return build
+
+    return d.st.builds(lists, d.lengths, d.st.integers(0, 2**32 - 1))
+
+
 def _read_llama3(inputs: RuleInputs) -> Llama3:
     params = inputs.params
     low = or_default(params.real("low_freq_factor", above=0.0), 1.0)
@@ -218,6 +313,13 @@ def _write_llama3(rule: Llama3, spec: RopeSpec) -> dict[str, Any]:
     }
 
 
+def _draw_llama3(d: RuleDraws) -> Any:
+    def build(factor: float, original: int, low: float, width: float) -> Llama3:
+        return Llama3(factor, original, low_freq_factor=low, high_freq_factor=low + width)
+
+    return d.st.builds(build, d.factors, d.lengths, d.st.floats(0.5, 2.0), d.st.floats(0.5, 6.0))
+
+
 def _read_proportional(inputs: RuleInputs) -> Proportional:
     return Proportional(inputs.fraction, factor=or_default(inputs.factor, 1.0))
 
@@ -233,17 +335,46 @@ def _write_proportional(rule: Proportional, spec: RopeSpec) -> dict[str, Any]:
     }
 
 
+def _draw_proportional(d: RuleDraws) -> Any:
+    return d.st.builds(Proportional, d.st.sampled_from([0.25, 0.5, 0.75, 1.0]), d.factors)
+
+
 #: Every HF rope_type, in the order error messages list them.
 HF_RULES: dict[str, HfRule] = {
     row.rope_type: row
     for row in (
         HfRule("default", None, _no_rule, aliases=("mrope",)),
-        HfRule("linear", Linear, _read_linear, _write_linear),
-        HfRule("dynamic", DynamicNTK, _read_dynamic, _write_dynamic),
-        HfRule("yarn", YaRN, _read_yarn, _write_yarn, needs_original=True),
-        HfRule("longrope", LongRoPE, _read_longrope, _write_longrope, ("su",), needs_original=True),
-        HfRule("llama3", Llama3, _read_llama3, _write_llama3, needs_original=True),
-        HfRule("proportional", Proportional, _read_proportional, _write_proportional),
+        HfRule("linear", Linear, _read_linear, _write_linear, draw=_draw_linear),
+        HfRule(
+            "dynamic",
+            DynamicNTK,
+            _read_dynamic,
+            _write_dynamic,
+            keys=("alpha",),
+            draw=_draw_dynamic,
+        ),
+        HfRule("yarn", YaRN, _read_yarn, _write_yarn, needs_original=True, draw=_draw_yarn),
+        HfRule(
+            "longrope",
+            LongRoPE,
+            _read_longrope,
+            _write_longrope,
+            ("su",),
+            needs_original=True,
+            draw=_draw_longrope,
+        ),
+        HfRule(
+            "llama3", Llama3, _read_llama3, _write_llama3, needs_original=True, draw=_draw_llama3
+        ),
+        HfRule(
+            "proportional",
+            Proportional,
+            _read_proportional,
+            _write_proportional,
+            draw=_draw_proportional,
+        ),
+        # vLLM's own type (not in HF): get_rope reads it, as from_hf does.
+        HfRule("ntk", NTKScaling, _read_ntk, _write_ntk, keys=("mixed_b",), draw=_draw_ntk),
         # Qwen-VL vision towers: a whole spec of their own, built by the reader of configs.
         HfRule("axial", None, _no_rule),
     )

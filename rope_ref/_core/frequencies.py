@@ -72,10 +72,11 @@ def inv_freq(spec: RopeSpec, seq_len: float | None = None) -> NDArray[np.float64
     """
     check_spec(spec)
     seq_len = check_seq_len(seq_len)
-    if spec.freqs is not None:
-        return np.array(spec.freqs, dtype=np.float64)
     d = spec._rotary_dim
-    theta = np.array(_default_inv_freq(spec.base, d), dtype=np.float64)
+    if spec.freqs is not None:  # the rule, if any, takes them as its input
+        theta = np.array(spec.freqs, dtype=np.float64)
+    else:
+        theta = np.array(_default_inv_freq(spec.base, d), dtype=np.float64)
     if spec.scaling is None:
         return theta
     scaled = np.asarray(

@@ -160,10 +160,12 @@ class RopeSpec:
         the value of `layout`, writes them where they were read.
     scaling : ScalingRule, optional
         A context-extension rule (see `rope_ref.scaling`); it rescales the inverse frequencies
-        and may set an attention factor. Must be left unset when `freqs` is given.
+        (the default ones, or `freqs` when given) and may set an attention factor.
     freqs : sequence of float, optional
         Custom inverse frequencies (radians per position), one per pair, finite and
-        non-negative. `base` and `scaling` must then be left at their defaults.
+        non-negative. `base` must then be left at its default, unless `scaling` is given:
+        the rule takes `freqs` as its input and `base` feeds only what the rule computes
+        from the base (YaRN's ramp ends, as ggml's ``freq_factors`` with YaRN).
     xpos : XPosRule, optional
         Length-extrapolatable decay (xPos); queries and keys are scaled oppositely.
     sections : sequence of int, optional
@@ -246,10 +248,10 @@ class RopeSpec:
             "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
         )
         self._set("freqs", _check_freqs(self.freqs, rotary_dim // 2))
-        if self.freqs is not None and (base != 10000.0 or self.scaling is not None):
+        if self.freqs is not None and base != 10000.0 and self.scaling is None:
             msg = (
-                "`freqs` replaces `base` and `scaling`; leave them at their defaults; "
-                f"got base={base!r}, scaling={self.scaling!r}."
+                "`freqs` replaces `base`; leave it at its default (a `scaling` rule given "
+                f"with `freqs` may read it); got base={base!r}."
             )
             raise ValueError(msg)
         _check_scaling(self.scaling, rotary_dim)

@@ -9,6 +9,7 @@ rule               HF ``rope_type``     :math:`\theta'_j`
 =================  ===================  ==============================================
 `Linear`           ``linear``           :math:`\theta_j / s`
 `NTKAware`         (none in HF 5.x)     :math:`\theta_j\,s^{-2j/(d-2)}`
+`NTKScaling`       ``ntk`` (vLLM)       :math:`\theta_j\,s^{-((j+1)/(d/2))^\beta}`
 `DynamicNTK`       ``dynamic``          NTK with a base that grows with `seq_len`
 `YaRN`             ``yarn``             ramp between :math:`\theta_j/s` and :math:`\theta_j`
 `Llama3`           ``llama3``           three wavelength bands
@@ -32,6 +33,7 @@ from rope_ref.scaling._linear import Linear
 from rope_ref.scaling._llama3 import Llama3
 from rope_ref.scaling._longrope import LongRoPE
 from rope_ref.scaling._ntk import DynamicNTK, NTKAware
+from rope_ref.scaling._ntk_scaling import NTKScaling
 from rope_ref.scaling._proportional import Proportional
 from rope_ref.scaling._yarn import YaRN, yarn_mscale
 
@@ -43,6 +45,7 @@ __all__ = [
     "Llama3",
     "LongRoPE",
     "NTKAware",
+    "NTKScaling",
     "Proportional",
     "YaRN",
     "yarn_mscale",

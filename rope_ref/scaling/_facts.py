@@ -17,7 +17,7 @@ __all__ = ["EXACT_FORMS", "exact_form", "is_length_dependent"]
 
 #: The formulas `backend="exact"` knows, each written in `rope_ref.backends.exact.frequencies`.
 EXACT_FORMS = frozenset(
-    {"linear", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope", "proportional"}
+    {"linear", "ntk", "ntk_scaling", "dynamic_ntk", "yarn", "llama3", "longrope", "proportional"}
 )
 
 

@@ -23,6 +23,18 @@ from rope_ref.scaling._checks import (
 __all__ = ["YaRN", "yarn_mscale"]
 
 
+def _check_ext_factor(value: object) -> float:
+    """The ``ext_factor`` of ggml: a real number in (0, 1]."""
+    result = check_real("ext_factor", value)
+    if not 0.0 < result <= 1.0:
+        msg = (
+            "`ext_factor` must be in (0, 1] (ggml's ext_factor = 0 is no YaRN: use "
+            f"rope_ref.scaling.Linear); got {result!r}."
+        )
+        raise ValueError(msg)
+    return result
+
+
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     r"""YaRN's temperature term: :math:`0.1\,m \ln s + 1` for :math:`s > 1`, else 1.
 
@@ -70,6 +82,11 @@ class YaRN:
     truncate : bool, default True
         Round the ramp's ends outwards to whole pair indices (floor/ceil). GPT-OSS sets
         ``truncate: false``.
+    ext_factor : float, default 1.0
+        ggml's ``ext_factor``, in :math:`(0, 1]`: the weight of YaRN's ramp. 1 is YaRN; below
+        1 (llama.cpp's partial YaRN) the fast pairs keep only that share of their
+        unscaled frequency and the rest is interpolated. ggml's ``ext_factor = 0`` turns
+        YaRN off (no ramp, no temperature): that is `Linear`, not this rule.
 
     Raises
     ------
@@ -78,7 +95,7 @@ class YaRN:
         `beta_slow` or `attention_factor` is not positive, or `factor` is so small that
         the inverse frequencies divided by it overflow, or (without `attention_factor`)
         `mscale` and `mscale_all_dim` give an attention factor that is zero, negative or
-        not finite; the message names the field.
+        not finite, or `ext_factor` is not in (0, 1]; the message names the field.
     TypeError
         If `truncate` is not a bool.
 
@@ -97,6 +114,11 @@ class YaRN:
 
     .. math::
         \theta'_j = \theta_j \Bigl(\frac{r_j}{s} + 1 - r_j\Bigr).
+
+    With `ext_factor` :math:`e < 1` the unscaled share of pair :math:`j` is
+    :math:`k_j = e\,(1 - r_j)` and :math:`\theta'_j = \theta_j \bigl((1 - k_j)/s + k_j\bigr)`:
+    ggml's ``rope_yarn`` (its ``ramp_mix``). The attention factor does not depend on
+    :math:`e`, as in ggml.
 
     The attention factor :math:`a` = `attention_factor`, else the mscale ratio, else
     :math:`0.1 \ln s + 1` (1 for :math:`s \le 1`), multiplies cos and sin, so attention
@@ -135,6 +157,7 @@ class YaRN:
     mscale_all_dim: float | None = None
     attention_factor_value: float | None = None
     truncate: bool = True
+    ext_factor: float = 1.0
 
     def __init__(
         self,
@@ -146,6 +169,7 @@ class YaRN:
         mscale_all_dim: float | None = None,
         attention_factor: float | None = None,
         truncate: bool = True,
+        ext_factor: float = 1.0,
     ) -> None:
         set_field(self, "factor", check_divisor("factor", factor))
         set_field(
@@ -163,6 +187,7 @@ class YaRN:
             check_optional_positive("attention_factor", attention_factor),
         )
         set_field(self, "truncate", check_bool("truncate", truncate))
+        set_field(self, "ext_factor", _check_ext_factor(ext_factor))
         self._check_mscale_ratio()
 
     def _check_mscale_ratio(self) -> None:
@@ -192,6 +217,8 @@ class YaRN:
             "attention_factor": self.attention_factor_value,
             "truncate": self.truncate,
         }
+        if self.ext_factor != 1.0:  # YaRN's own reprs stay as they were
+            fields["ext_factor"] = self.ext_factor
         return "YaRN(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
     def correction_range(self, *, base: float, rotary_dim: int) -> tuple[float, float]:
@@ -223,6 +250,8 @@ class YaRN:
         j = np.arange(rotary_dim // 2, dtype=np.float64)
         ramp = np.clip((j - lo) / (hi - lo), 0.0, 1.0)
         theta = np.asarray(inv_freq, dtype=np.float64)
+        if self.ext_factor != 1.0:
+            ramp = 1.0 - self.ext_factor * (1.0 - ramp)  # the interpolated share
         return theta / self.factor * ramp + theta * (1.0 - ramp)
 
     def attention_factor(self, *, seq_len: float | None) -> float:

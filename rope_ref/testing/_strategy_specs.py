@@ -91,6 +91,7 @@ def rope_specs(
     scalings: st.SearchStrategy[Any] | None = None,
     sections: bool = False,
     min_rotary_dim: int = 2,
+    freqs: bool = False,
 ) -> st.SearchStrategy[RopeSpec]:
     """Valid `rope_ref.RopeSpec` values.
 
@@ -118,6 +119,10 @@ def rope_specs(
     min_rotary_dim : int, default 2
         Smallest rotary dim drawn (an even integer >= 2): head dims grow to hold it, for
         kernels with a minimum width.
+    freqs : bool, default False
+        Draw custom frequencies (``freqs=``): the drawn base's ladder divided by per-pair
+        factors from 1 to 8, as ggml's ``freq_factors``. A drawn scaling rule then takes
+        them as its input, and the spec keeps the base for it (YaRN's ramp ends).
 
     Examples
     --------
@@ -131,6 +136,10 @@ def rope_specs(
     ... def test_wide(spec):
     ...     assert spec.layout == "interleaved" and spec.rotary_dim >= 16
     >>> test_wide()
+    >>> @given(rope_specs(freqs=True))
+    ... def test_given(spec):
+    ...     assert spec.freqs is not None
+    >>> test_given()
     """
     head_dim_strategy = as_strategy("head_dims", head_dims)
     layout_strategy = as_strategy("layouts", layouts, LAYOUTS)
@@ -147,6 +156,7 @@ def rope_specs(
     for name, flag in (("partial", partial), ("nonzero_start", nonzero_start)):
         check_bool(name, flag)
     check_bool("sections", sections)
+    check_bool("freqs", freqs)
     if head_dim_strategy is None:
         head_dim_strategy = st.one_of(
             st.sampled_from([2, 4, 6, 8, 10, 12, 64, 128]), st.integers(2, 128)
@@ -158,7 +168,7 @@ def rope_specs(
             st.sampled_from([10000.0, 500000.0, 1e6]),
             st.floats(1.5, 1e7, allow_nan=False, allow_infinity=False),
         )
-    options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2)
+    options = _SpecOptions(partial, nonzero_start, scalings, sections, min_rotary // 2, freqs)
     return _specs(head_dim_strategy, layout_strategy, base_strategy, options)
 
 
@@ -169,6 +179,7 @@ class _SpecOptions:
     scalings: st.SearchStrategy[Any] | None
     sections: bool
     min_pairs: int = 1
+    freqs: bool = False
 
 
 @st.composite
@@ -200,11 +211,17 @@ def _specs(
     multi: dict[str, Any] = {}
     if options.sections:
         multi = draw(_sections(n_pairs))
+    base = draw(bases)
+    if options.freqs:  # the base's ladder over ggml-style frequency factors
+        factors = draw(st.lists(st.floats(1.0, 8.0), min_size=n_pairs, max_size=n_pairs))
+        ladder = base ** (-2.0 * np.arange(n_pairs) / rotary_dim) / np.array(factors)
+        multi["freqs"] = tuple(float(f) for f in ladder)
+        base = base if scaling is not None else 10000.0  # read by the rule alone
     return RopeSpec(
         head_dim,
         rotary_dim=rotary_dim,
         rotary_start=start,
-        base=draw(bases),
+        base=base,
         layout=draw(layouts),
         scaling=scaling,
         **multi,
@@ -224,11 +241,14 @@ def _sections(draw: st.DrawFn, n_pairs: int) -> dict[str, Any]:
 
 
 def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
-    """Scaling rules of every family (the seven of `rope_ref.scaling`).
+    """Scaling rules of every type in the rope-type table (`HF_RULES`), each as its row draws.
 
-    Linear, NTKAware, DynamicNTK, YaRN (with and without ``truncate``), Llama3, LongRoPE
-    and Proportional. LongRoPE needs the number of pairs, so it is drawn as a function of
-    it; `rope_specs` (``scalings=scaling_rules()``) calls it with the spec's pair count.
+    Linear, DynamicNTK and NTKAware (Hunyuan's ``alpha``), YaRN (with and without
+    ``truncate``, and ggml's partial YaRN, ``ext_factor`` below 1), LongRoPE, Llama3,
+    Proportional and vLLM's NTKScaling (fixed and mixed), and any type added to the table
+    since (see docs/variants/index.md, "Adding a rule"). LongRoPE needs the number of pairs,
+    so it is drawn as a function of it; `rope_specs` (``scalings=scaling_rules()``) calls it
+    with the spec's pair count.
 
     Parameters
     ----------
@@ -244,7 +264,7 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     ...     assert spec.scaling is not None
     >>> test_scaled()
     """
-    from rope_ref import scaling as rules
+    from rope_ref._config.hf_rules import HF_RULES, RuleDraws
 
     if not (isinstance(max_factor, int | float) and max_factor >= 1.0 and max_factor < 1e6):
         msg = f"`max_factor` must be a number from 1 to 1e6; got {max_factor!r}."
@@ -254,36 +274,5 @@ def scaling_rules(*, max_factor: float = 64.0) -> st.SearchStrategy[Any]:
     if edges:
         factors = st.one_of(st.sampled_from(edges), factors)
     lengths = st.sampled_from([2048, 4096, 8192, 32768])
-
-    @st.composite
-    def longrope(draw: st.DrawFn) -> Any:
-        original = draw(lengths)
-        seed = draw(st.integers(0, 2**32 - 1))
-
-        def build(n_pairs: int) -> Any:
-            rng = np.random.default_rng(seed)
-            short = rng.uniform(1.0, 4.0, n_pairs).tolist()
-            long = rng.uniform(1.0, 64.0, n_pairs).tolist()
-            return rules.LongRoPE(short, long, original_max_position=original)
-
-        return build
-
-    @st.composite
-    def llama3(draw: st.DrawFn) -> Any:
-        low = draw(st.floats(0.5, 2.0))
-        return rules.Llama3(
-            draw(factors),
-            original_max_position=draw(lengths),
-            low_freq_factor=low,
-            high_freq_factor=low + draw(st.floats(0.5, 6.0)),
-        )
-
-    return st.one_of(
-        st.builds(rules.Linear, factors),
-        st.builds(rules.NTKAware, factors),
-        st.builds(rules.DynamicNTK, factors, max_position=lengths),
-        st.builds(rules.YaRN, factors, original_max_position=lengths, truncate=st.booleans()),
-        llama3(),
-        longrope(),
-        st.builds(rules.Proportional, st.sampled_from([0.25, 0.5, 0.75, 1.0]), factors),
-    )
+    draws = RuleDraws(st, factors, lengths)
+    return st.one_of(*(row.draw(draws) for row in HF_RULES.values() if row.draw is not None))

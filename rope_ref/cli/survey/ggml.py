@@ -203,8 +203,7 @@ def _cases() -> list[tuple[str, Rope, RopeSpec | str, int | None]]:
         (
             "NEOX, YaRN ext_factor=0.5 (partial YaRN)",
             dataclasses.replace(yarn, ext_factor=0.5),
-            "ext_factor between 0 and 1 blends YaRN's frequencies with the interpolated "
-            "ones; RopeSpec cannot state explicit frequencies with an attention factor",
+            RopeSpec(HEAD_DIM, scaling=rules.YaRN(4.0, 32768, ext_factor=0.5), layout="half"),
             None,
         ),
         (
