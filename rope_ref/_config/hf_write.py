@@ -69,6 +69,12 @@ def _check_expressible(spec: RopeSpec) -> None:
         problems.append("xpos")
     if spec.sections is not None and len(spec.sections) != 3:
         problems.append(f"sections={spec.sections} (HF M-RoPE has three axes)")
+    if not isinstance(spec.section_order, str):
+        problems.append(
+            f"section_order={spec.section_order} (a pair-to-axis map: HF's rope_parameters "
+            "state chunked or Qwen3-VL interleaved sections only; Ernie 4.5-VL's order "
+            "comes from its model_type, which to_hf does not write)"
+        )
     if problems:
         msg = f"`spec` must be expressible as a HF config; got {', '.join(problems)}."
         raise ValueError(msg)
