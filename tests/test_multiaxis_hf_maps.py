@@ -128,3 +128,36 @@ def test_a_map_given_to_from_hf_replaces_the_config_order():
     config = {"head_dim": 16, "rope_parameters": {"mrope_section": [2, 3, 3]}}
     axes = (0, 1, 2, 1, 2, 1, 2, 0)
     assert rr.RopeSpec.from_hf(config, section_order=axes).section_order == axes
+
+
+def test_bailing_rope_type_gives_vllm_spatial_then_temporal_order():
+    config = {
+        "head_dim": 64,
+        "rope_parameters": {"rope_type": "bailing_mrope", "mrope_section": [8, 12, 12]},
+    }
+    spec = rr.RopeSpec.from_hf(config)
+    assert spec.section_order == tuple(ernie_axes(12, 12, 8))  # (t, h, w) -> h, w, ..., t
+    assert spec.sections == (8, 12, 12)
+
+
+def test_bailing_rope_type_selects_as_vllm_select_cos_sin_test_does():
+    # vLLM's own test (test_bailing_mrope_selects_alternating_spatial_then_temporal):
+    # mrope_section [2, 2, 2], positions t=(1, 2), h=(3, 4), w=(5, 6); a cache whose entry
+    # for position p and pair j is 10 p + j selects [30, 51, 32, 53, 14, 15] for token 0.
+    config = {
+        "head_dim": 12,
+        "rope_parameters": {"rope_type": "bailing_mrope", "mrope_section": [2, 2, 2]},
+    }
+    axes = rr.pair_axes(rr.RopeSpec.from_hf(config))
+    positions = np.array([[1, 3, 5], [2, 4, 6]])
+    selected = 10 * positions[:, axes] + np.arange(6)
+    assert selected.tolist() == [[30, 51, 32, 53, 14, 15], [40, 61, 42, 63, 24, 25]]
+
+
+@pytest.mark.parametrize("sections", [None, [8, 12, 10], [8, 12], [10, 12, 12]])
+def test_bailing_sections_that_do_not_fit_are_refused(sections):
+    params = {"rope_type": "bailing_mrope"}
+    if sections is not None:
+        params["mrope_section"] = sections
+    with pytest.raises(ValueError, match="mrope_section"):
+        rr.RopeSpec.from_hf({"head_dim": 64, "rope_parameters": params})

@@ -17,6 +17,8 @@ __all__ = ["ernie_axes", "openpangu_axes", "pair_map", "refuse_fope"]
 
 #: The ``rope_type`` of vLLM's ``MRotaryEmbeddingInterleaved`` (openPangu VL).
 OPENPANGU = "openpangu"
+#: The ``rope_type`` of vLLM's ``BailingMRotaryEmbedding`` (Ling / Bailing VL).
+BAILING = "bailing_mrope"
 
 
 def ernie_axes(sections: Sequence[int]) -> tuple[int, ...]:
@@ -70,15 +72,14 @@ def pair_map(
 ) -> tuple[int, ...] | None:
     """The pair-to-axis map the config implies, or None (the named orders apply).
 
-    Ernie 4.5-VL's family (`Family.pair_map`) and vLLM's ``rope_type="openpangu"``; the
-    sections are the config's ``mrope_section`` (else the family's default) and must
-    count ``n_pairs`` pairs.
+    Ernie 4.5-VL's family (`Family.pair_map`), and vLLM's ``rope_type="openpangu"`` and
+    ``"bailing_mrope"``; the sections are the config's ``mrope_section`` (else the
+    family's default) and must count ``n_pairs`` pairs.
     """
-    kind = OPENPANGU if rope_type == OPENPANGU else family.pair_map
+    kind = rope_type if rope_type in (OPENPANGU, BAILING) else family.pair_map
     if kind is None:
         return None
     given = params.integers("mrope_section")
-    sections = given if given is not None else family.sections
     if kind == OPENPANGU:
         if given is None or params.flag("mrope_interleaved") is not True:
             requirement = (
@@ -89,12 +90,23 @@ def pair_map(
         if len(given) not in (2, 3) or min(given) < 1 + (len(given) == 3):
             requirement = "2 or 3 positive pair counts (the first at least 2 with 3)"
             params.fail("mrope_section", requirement, list(given), ValueError)
-    elif sections is None or len(sections) != 3 or sections[0] != sections[1]:
-        requirement = "three pair counts (h, w, t) with h == w, for Ernie 4.5-VL's order"
-        params.fail("mrope_section", requirement, sections, ValueError)
+        sections = given
+    elif kind == BAILING:  # (t, h, w): Ernie's order, the time section listed first
+        if given is None or len(given) != 3 or given[1] != given[2]:
+            requirement = (
+                "three pair counts (t, h, w) with h == w, for rope_type 'bailing_mrope' "
+                "(vLLM's BailingMRotaryEmbedding)"
+            )
+            params.fail("mrope_section", requirement, given, ValueError)
+        sections = (given[1], given[2], given[0])
+    else:
+        sections = given if given is not None else family.sections
+        if sections is None or len(sections) != 3 or sections[0] != sections[1]:
+            requirement = "three pair counts (h, w, t) with h == w, for Ernie 4.5-VL's order"
+            params.fail("mrope_section", requirement, sections, ValueError)
     if sum(sections) != n_pairs:
         requirement = f"pair counts summing to rotary_dim // 2 = {n_pairs}"
-        params.fail("mrope_section", requirement, list(sections), ValueError)
+        params.fail("mrope_section", requirement, list(given or sections), ValueError)
     return openpangu_axes(sections) if kind == OPENPANGU else ernie_axes(sections)
 
 

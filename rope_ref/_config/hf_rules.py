@@ -246,8 +246,10 @@ HF_RULES: dict[str, HfRule] = {
         HfRule("proportional", Proportional, _read_proportional, _write_proportional),
         # Qwen-VL vision towers: a whole spec of their own, built by the reader of configs.
         HfRule("axial", None, _no_rule),
-        # vLLM's openPangu VL M-RoPE: plain frequencies, its own pair order (hf_mrope).
+        # vLLM's openPangu and Bailing M-RoPE: plain frequencies, their own pair orders
+        # (rope_ref._config.hf_mrope).
         HfRule("openpangu", None, _no_rule),
+        HfRule("bailing_mrope", None, _no_rule),
     )
 }
 
