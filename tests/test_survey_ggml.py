@@ -34,7 +34,7 @@ def _vision_formula(x, p, rope):
     """ggml's VISION mode: n_dims = D / 2, pairs (i, i + n_dims) over the whole head, and
     each section restarts its ladder (``indep_sects``) at its own position (t, then h)."""
     n = rope.n_dims
-    t, h, _, _ = rope.sections
+    t = rope.sections[0]
     i = np.arange(n)
     sector = i % sum(rope.sections)
     in_h = sector >= t
