@@ -195,3 +195,26 @@ def test_to_hf_refuses_a_pair_map_naming_it():
     spec = rr.RopeSpec(64, section_order=ernie_axes(12, 12, 8))
     with pytest.raises(ValueError, match=r"section_order=\(1, 2, 1, 2,.*pair-to-axis map"):
         spec.to_hf()
+
+
+@pytest.mark.parametrize(
+    ("axes", "named"),
+    [
+        (ernie_axes(12, 12, 8), "Ernie 4.5-VL's and Bailing's order"),
+        (openpangu_axes([8, 12, 12]), "openPangu's order"),
+    ],
+)
+def test_diagnosis_names_an_engine_order_told_as_chunked(axes, named):
+    from rope_ref.testing import diagnose
+
+    rng = np.random.default_rng(7)
+    grid = np.stack(
+        [rng.integers(0, 500, 30), rng.integers(0, 40, 30), rng.integers(0, 60, 30)], -1
+    )
+    x = rng.standard_normal((30, 64))
+    y = rotated(x, grid, axes, 10000.0, "half")  # the engine's rotation, written here
+    found = diagnose(y, x, rr.RopeSpec(64, sections=(8, 12, 12)), grid)
+    assert found is not None
+    assert found.cause == "sections", found
+    assert named in found.message
+    assert "section_order=<one axis per pair>" in found.message

@@ -100,10 +100,11 @@ def pair_map(
             params.fail("mrope_section", requirement, given, ValueError)
         sections = (given[1], given[2], given[0])
     else:
-        sections = given if given is not None else family.sections
-        if sections is None or len(sections) != 3 or sections[0] != sections[1]:
+        chosen = given if given is not None else family.sections
+        if chosen is None or len(chosen) != 3 or chosen[0] != chosen[1]:
             requirement = "three pair counts (h, w, t) with h == w, for Ernie 4.5-VL's order"
-            params.fail("mrope_section", requirement, sections, ValueError)
+            params.fail("mrope_section", requirement, chosen, ValueError)
+        sections = chosen
     if sum(sections) != n_pairs:
         requirement = f"pair counts summing to rotary_dim // 2 = {n_pairs}"
         params.fail("mrope_section", requirement, list(given or sections), ValueError)
