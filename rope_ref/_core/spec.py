@@ -205,6 +205,8 @@ class RopeSpec:
     (128, 64, 'half')
     >>> rr.RopeSpec(head_dim=64, rotary_dim=32, layout="interleaved").rotary_stop
     32
+    >>> rr.RopeSpec(head_dim=8, section_order=(1, 2, 0, 0)).sections  # pairs per axis
+    (2, 1, 1)
     >>> rr.RopeSpec(head_dim=8, rotary_dim=7)
     Traceback (most recent call last):
     ...
@@ -431,7 +433,8 @@ high_freq_factor=4.0))
             If `max_position_embeddings` is fractional or not from 1 to 2**53, or HF cannot
             express the spec: the interleaved layout (unless written in half order),
             ``rotary_start != 0``, custom `freqs`,
-            xPos, interleaved sections other than Qwen3-VL's three, a rule with no HF type
+            xPos, interleaved sections other than Qwen3-VL's three, a pair-to-axis map as
+            `section_order`, a rule with no HF type
             (`rope_ref.scaling.NTKAware`), or a fractional length that HF stores as an
             integer (``original_max_position``, `DynamicNTK`'s ``max_position``). What it
             returns, `from_hf` reads back.
