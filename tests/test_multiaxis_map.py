@@ -218,3 +218,27 @@ def test_diagnosis_names_an_engine_order_told_as_chunked(axes, named):
     assert found.cause == "sections", found
     assert named in found.message
     assert "section_order=<one axis per pair>" in found.message
+
+
+def test_numba_kernel_rotates_a_pair_map_spec(monkeypatch):
+    pytest.importorskip("numba")
+    from rope_ref._engine.dispatch import load_backend
+
+    kernel = load_backend("numba")
+    calls = []
+    original = kernel.rotate
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "rotate", spy)
+    axes = ernie_axes(12, 12, 8)
+    spec = rr.RopeSpec(64, layout="interleaved", section_order=axes)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 10, 64)).astype(np.float32)
+    p = rng.integers(0, 100, (10, 3))
+    y = rr.apply_rope(x, spec, p, backend="numba")
+    assert len(calls) == 1  # the kernel, not a fallback
+    want = rotated(x.astype(np.float64), p[None, None], axes, 10000.0, "interleaved")
+    np.testing.assert_allclose(y, want, rtol=0, atol=1e-4)  # float32 output
