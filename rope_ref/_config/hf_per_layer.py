@@ -46,7 +46,10 @@ def spec_of_layer(
 
 
 def specs_per_layer(
-    config: object, *, section_order: SectionOrder | None = None, strict: bool = False
+    config: object,
+    *,
+    section_order: SectionOrder | Sequence[int] | None = None,
+    strict: bool = False,
 ) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
     strict = check_bool("strict", strict)
