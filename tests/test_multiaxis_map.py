@@ -191,10 +191,30 @@ def test_cuda_kernel_rotates_by_the_tables_of_a_pair_map(harness, layout):
     )
 
 
-def test_to_hf_refuses_a_pair_map_naming_it():
-    spec = rr.RopeSpec(64, section_order=ernie_axes(12, 12, 8))
-    with pytest.raises(ValueError, match=r"section_order=\(1, 2, 1, 2,.*pair-to-axis map"):
+def test_to_hf_refuses_a_pair_map_no_rope_type_states():
+    spec = rr.RopeSpec(8, section_order=(1, 0, 0, 1))
+    with pytest.raises(ValueError, match=r"section_order=\(1, 0, 0, 1\) \(a pair-to-axis map"):
         spec.to_hf()
+    scaled = rr.RopeSpec(64, section_order=ernie_axes(12, 12, 8), scaling=rr.scaling.Linear(2.0))
+    with pytest.raises(ValueError, match=r"a scaling rule with section_order="):
+        scaled.to_hf()
+
+
+@pytest.mark.parametrize(
+    ("axes", "params"),
+    [
+        (
+            openpangu_axes([8, 12, 12]),
+            {"rope_type": "openpangu", "mrope_section": [8, 12, 12], "mrope_interleaved": True},
+        ),
+        (ernie_axes(12, 12, 8), {"rope_type": "bailing_mrope", "mrope_section": [8, 12, 12]}),
+    ],
+)
+def test_to_hf_writes_vllm_rope_types_of_their_maps_and_reads_them_back(axes, params):
+    spec = rr.RopeSpec(64, base=1e6, section_order=axes)
+    written = spec.to_hf()
+    assert written["rope_parameters"] == {"rope_theta": 1e6, **params}
+    assert rr.RopeSpec.from_hf(written) == spec
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,13 @@ position embedding (FoPE), whose rotation comes from learned weights, not the co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rope_ref._config.families import Family
 from rope_ref._config.hf_reader import ConfigReader
+from rope_ref._core.spec import RopeSpec
 
-__all__ = ["ernie_axes", "openpangu_axes", "pair_map", "refuse_fope"]
+__all__ = ["ernie_axes", "map_parameters", "openpangu_axes", "pair_map", "refuse_fope"]
 
 #: The ``rope_type`` of vLLM's ``MRotaryEmbeddingInterleaved`` (openPangu VL).
 OPENPANGU = "openpangu"
@@ -109,6 +111,28 @@ def pair_map(
         requirement = f"pair counts summing to rotary_dim // 2 = {n_pairs}"
         params.fail("mrope_section", requirement, list(given or sections), ValueError)
     return openpangu_axes(sections) if kind == OPENPANGU else ernie_axes(sections)
+
+
+def map_parameters(spec: RopeSpec) -> dict[str, Any] | None:
+    """The ``rope_parameters`` of vLLM's rope type that runs `spec`'s pair map, else None.
+
+    The inverse of `pair_map` for ``rope_type="openpangu"`` and ``"bailing_mrope"``.
+
+    Examples
+    --------
+    >>> map_parameters(RopeSpec(16, section_order=(0, 1, 2, 1, 2, 1, 2, 0)))
+    {'rope_type': 'openpangu', 'mrope_section': [2, 3, 3], 'mrope_interleaved': True}
+    """
+    order, sections = spec.section_order, spec.sections
+    if isinstance(order, str) or sections is None or len(sections) not in (2, 3):
+        return None
+    if min(sections) >= 1 + (len(sections) == 3) and openpangu_axes(sections) == order:
+        return {"rope_type": OPENPANGU, "mrope_section": list(sections), "mrope_interleaved": True}
+    if len(sections) == 3 and sections[1] == sections[2]:
+        t, h, w = sections
+        if ernie_axes((h, w, t)) == order:
+            return {"rope_type": BAILING, "mrope_section": [t, h, w]}
+    return None
 
 
 def refuse_fope(params: ConfigReader, cfg: ConfigReader) -> None:

@@ -433,8 +433,9 @@ high_freq_factor=4.0))
             If `max_position_embeddings` is fractional or not from 1 to 2**53, or HF cannot
             express the spec: the interleaved layout (unless written in half order),
             ``rotary_start != 0``, custom `freqs`,
-            xPos, interleaved sections other than Qwen3-VL's three, a pair-to-axis map as
-            `section_order`, a rule with no HF type
+            xPos, interleaved sections other than Qwen3-VL's three, a pair-to-axis map other
+            than vLLM's openPangu and Bailing orders (written as their ``rope_type``), a
+            rule with no HF type
             (`rope_ref.scaling.NTKAware`), or a fractional length that HF stores as an
             integer (``original_max_position``, `DynamicNTK`'s ``max_position``). What it
             returns, `from_hf` reads back.
