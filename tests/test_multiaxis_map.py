@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import rope_ref as rr
 
@@ -262,3 +264,23 @@ def test_numba_kernel_rotates_a_pair_map_spec(monkeypatch):
     assert len(calls) == 1  # the kernel, not a fallback
     want = rotated(x.astype(np.float64), p[None, None], axes, 10000.0, "interleaved")
     np.testing.assert_allclose(y, want, rtol=0, atol=1e-4)  # float32 output
+
+
+@given(
+    axes=st.lists(st.integers(0, 3), min_size=1, max_size=12).filter(
+        lambda a: set(a) == set(range(max(a) + 1))  # every axis drives a pair
+    ),
+    seed=st.integers(0, 2**32 - 1),
+    layout=st.sampled_from(["half", "interleaved"]),
+)
+def test_any_pair_map_follows_the_formula_and_is_1d_rope_on_text(axes, seed, layout):
+    spec = rr.RopeSpec(2 * len(axes), base=500.0, layout=layout, section_order=axes)
+    n_axes = max(axes) + 1
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((6, spec.head_dim))
+    p = rng.integers(-300, 300, size=(6, n_axes))
+    got = rr.apply_rope(x, spec, p)
+    np.testing.assert_allclose(got, rotated(x, p, axes, 500.0, layout), rtol=0, atol=1e-11)
+    text = np.repeat(p[:, :1], n_axes, axis=1)  # t = h = w = ...: one position per token
+    flat = rr.RopeSpec(2 * len(axes), base=500.0, layout=layout)
+    np.testing.assert_array_equal(rr.apply_rope(x, spec, text), rr.apply_rope(x, flat, p[:, 0]))
