@@ -34,12 +34,28 @@ def _axis_of_pair(j: int, sections, imrope: bool) -> int:
     return int(np.searchsorted(np.cumsum([t, h, w, e]), sector, side="right"))
 
 
+def _vision_formula(x, p, rope):
+    """ggml's VISION mode: n_dims = D / 2, pairs (i, i + n_dims) over the whole head, and
+    each section restarts its ladder (``indep_sects``) at its own position (t, then h)."""
+    n = rope.n_dims
+    t = rope.sections[0]
+    i = np.arange(n)
+    sector = i % sum(rope.sections)
+    in_h = sector >= t
+    step = np.where(in_h, sector - t, sector)  # theta *= theta_scale since the reset
+    angle = p[:, in_h.astype(int)] * rope.freq_base ** (-2.0 * step / n)
+    x = x.astype(np.float64)
+    return rotate_pairs(x, angle[:, None, :], interleaved=False)
+
+
 def _ggml_formula(x, p, rope):
     """ggml's rotation of x (tokens, heads, D) in float64, written from ggml-cpu's rope."""
+    if rope.mode == 24:
+        return _vision_formula(x, p, rope)
     n = rope.n_dims
     j = np.arange(n // 2)
-    if rope.sections is not None:  # p: (tokens, 3); the fourth (e) position is 0
-        p4 = np.concatenate([p, np.zeros_like(p[:, :1])], axis=1)
+    if rope.sections is not None:  # p: (tokens, k); the positions not given are 0
+        p4 = np.concatenate([p, np.zeros((p.shape[0], 4 - p.shape[1]), p.dtype)], axis=1)
         axes = [_axis_of_pair(k, rope.sections, rope.mode == 40) for k in j]
         p = p4[:, axes]
     else:
@@ -70,16 +86,12 @@ def _ggml_formula(x, p, rope):
 
 def test_rows_agree():
     found = rows("ggml-python")
-    assert len(found) == 14
+    assert len(found) == 15
     for settings, row in found.items():
-        if "Qwen3-VL's proportions" in settings:
-            assert row.verdict == "skipped", row
-            assert "fourth (e) position" in (row.diagnosis or "")
-        else:
-            assert row.verdict == "conformant", row
+        assert row.verdict == "conformant", (settings, row)
 
 
-@pytest.mark.parametrize("index", range(14))
+@pytest.mark.parametrize("index", range(15))
 def test_rope_ext_follows_ggml_formula(index):
     require("ggml-python")
     ggml = driver("ggml")
@@ -152,5 +164,46 @@ def test_positions_that_do_not_fit_raise_instead_of_aborting():
     x = np.zeros((4, 2, D), dtype=np.float32)
     with pytest.raises(ValueError, match=r"positions.*\(4,\).*\(5,\)"):
         ggml.rope_ext(x, np.arange(5), ggml.Rope())
-    with pytest.raises(ValueError, match=r"positions.*\(4, 3\)"):
-        ggml.rope_ext(x, np.zeros((4, 2)), ggml.Rope(8, sections=(8, 12, 12, 0)))
+    with pytest.raises(ValueError, match=r"positions.*\(4, 2 to 4\).*\(4, 5\)"):
+        ggml.rope_ext(x, np.zeros((4, 5)), ggml.Rope(8, sections=(8, 12, 12, 0)))
+    with pytest.raises(ValueError, match=r"positions.*\(4, 2 to 4\).*\(3, 3\)"):
+        ggml.rope_ext(x, np.zeros((3, 3)), ggml.Rope(8, sections=(8, 12, 12, 0)))
+
+
+def _row(label):
+    ggml = driver("ggml")
+    (case,) = [c for c in ggml._cases() if c[0].startswith(label)]
+    return case
+
+
+def test_imrope_row_states_ggml_map_with_a_fourth_axis():
+    import rope_ref as rr
+
+    _, rope, spec, _ = _row("IMROPE, sections=(12, 10, 10, 0)")
+    want = [_axis_of_pair(k, rope.sections, True) for k in range(D // 2)]
+    np.testing.assert_array_equal(rr.pair_axes(spec), want)
+    assert spec.n_axes == 4
+    assert spec.base == rope.freq_base
+
+
+def test_vision_row_spec_gives_ggml_vision_angles():
+    import rope_ref as rr
+
+    _, rope, spec, _ = _row("VISION")
+    p = np.array([[3, 11], [250, 7], [0, 40]])
+    x = np.random.default_rng(5).uniform(-1, 1, (3, 2, D))
+    want = _vision_formula(x, p, rope)
+    got = rr.apply_rope(x, spec, p[:, None, :], seq_axis=0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_imrope_fourth_position_turns_pair_31():
+    require("ggml-python")
+    ggml = driver("ggml")
+    _, rope, _, _ = _row("IMROPE, sections=(12, 10, 10, 0)")
+    p = np.array([[5, 6, 7, 0], [5, 6, 7, 900]], dtype=np.int32)  # only e differs
+    x = np.ones((2, 1, D), dtype=np.float32)
+    y = ggml.rope_ext(x, p, rope)
+    differs = np.flatnonzero(np.abs(y[0, 0] - y[1, 0]) > 1e-6)
+    assert differs.tolist() == [31, 63]
+    np.testing.assert_allclose(y, _ggml_formula(x, p, rope), rtol=0, atol=2e-5)

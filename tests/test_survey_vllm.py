@@ -15,6 +15,7 @@ import pytest
 
 from rope_ref.testing import rope_report
 from tests._libraries import driver, require, rotate_pairs
+from tests.test_multiaxis_map import ernie_axes, openpangu_axes, rotated
 
 D = 64
 THETA = 1e6
@@ -59,11 +60,9 @@ def _yarn_inv_freq(factor: float, original: int, beta_fast=32.0, beta_slow=1.0):
 
 
 def test_rows(vllm, found):
-    assert len(found) == len(vllm.CASES) == 22
+    assert len(found) == len(vllm.CASES) == 24
     refused = {
-        "Bailing": "pair-to-axis map",
-        "MRotaryEmbeddingInterleaved": "pair-to-axis map",
-        "Fourier": "learned",
+        "Fourier": "`use_fope` is true",
         "DualChunk": "three position sets",
         "Llama4Vision": "takes no positions",
     }
@@ -172,3 +171,40 @@ def test_gptj_rows_follow_the_interleaved_formula(vllm):
     angles = p[:, None] * THETA ** -(np.arange(0, D, 2) / D)
     expected = rotate_pairs(x.astype(np.float64), angles, interleaved=True)
     np.testing.assert_allclose(vllm.make_runner(case)(x.copy(), p), expected, atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("start", "axes", "layout"),
+    [
+        (
+            "BailingMRotaryEmbedding",
+            ernie_axes(12, 12, 8),
+            "interleaved",
+        ),  # [t, h, w] = [8, 12, 12]
+        ("MRotaryEmbeddingInterleaved", openpangu_axes([8, 12, 12]), "half"),
+        ("Ernie4_5_VLRotaryEmbedding", ernie_axes(12, 12, 8), "interleaved"),
+    ],
+)
+def test_pair_map_rows_follow_the_engine_order(vllm, start, axes, layout):
+    # Each pair at the position of its axis, written from the engines' code (the maps of
+    # tests.test_multiaxis_map), at (t, h, w) positions that differ on every axis.
+    case = _case(vllm, start)
+    rng = np.random.default_rng(2)
+    p = np.stack([rng.integers(0, 3000, 7), rng.integers(0, 60, 7), rng.integers(0, 90, 7)], -1)
+    x = rng.uniform(-1, 1, (1, 4, 7, D)).astype(np.float32)
+    got = vllm.make_runner(case)(x.copy(), p)
+    want = rotated(x.astype(np.float64), p[None, None], axes, THETA, layout)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-3)  # float32 angles to 3000 rad
+    spec = vllm.spec_of(case)
+    np.testing.assert_array_equal(spec.section_order, axes)
+
+
+def test_openpangu_forward_native_is_not_what_vllm_runs(vllm):
+    # MRotaryEmbeddingInterleaved overrides forward (called by vLLM) but inherits
+    # MRotaryEmbedding's forward_native, which ignores the interleaving: the row calls
+    # forward, and forward_native would be chunked.
+    module = vllm.build(_case(vllm, "MRotaryEmbeddingInterleaved"))
+    assert "forward" in vars(type(module))
+    assert "forward_native" not in vars(type(module))
+    order = type(module).get_mrope_interleaved_id_list(8, 12, 12, force_last=True)
+    assert tuple(order) == tuple(openpangu_axes([8, 12, 12]))

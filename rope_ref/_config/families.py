@@ -71,6 +71,9 @@ class Family:
     #: Default ``mrope_section`` of the family's text rotary module, and its order.
     sections: tuple[int, ...] | None = None
     section_order: SectionOrder = "chunked"
+    #: The family's own pair-to-axis order, read from its sections (`hf_mrope.pair_map`):
+    #: ``"ernie"`` (``h, w, h, w, ..., t``).
+    pair_map: str | None = None
     #: Per-layer list whose entry 0 marks a layer without RoPE (1: RoPE), and the interval
     #: key from which HF builds it when absent (every n-th layer without RoPE).
     rope_layers_key: str | None = None
@@ -357,24 +360,18 @@ FAMILIES: dict[str, Family] = {
         no_rope="this Falcon config sets alibi=true: ALiBi biases, no RoPE",
         no_rope_flag="alibi",
     ),
-    "ernie4_5_vl_moe": Family(
-        "transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py: "
-        "Ernie4_5_VLMoeTextRotaryEmbedding.recomposition_to_3d",
-        refused=(
-            "model_type 'ernie4_5_vl_moe' gives its M-RoPE chunks to the height, width and "
-            "time axes in that order, from positions given as (time, height, width); a "
-            "RopeSpec's chunks follow the position axes' order"
-        ),
-    ),
-    "ernie4_5_vl_moe_text": Family(
-        "transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py: "
-        "Ernie4_5_VLMoeTextRotaryEmbedding.recomposition_to_3d",
-        refused=(
-            "model_type 'ernie4_5_vl_moe' gives its M-RoPE chunks to the height, width and "
-            "time axes in that order, from positions given as (time, height, width); a "
-            "RopeSpec's chunks follow the position axes' order"
-        ),
-    ),
+    **{
+        name: Family(
+            "transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py: "
+            "rotate_half_text (x[..., 0::2], x[..., 1::2]), "
+            "Ernie4_5_VLMoeTextRotaryEmbedding.recomposition_frequencies (h, w, h, w, ..., t), "
+            "mrope_section default [22, 22, 20]",
+            layout=_EVERY_TWO,
+            sections=(22, 22, 20),
+            pair_map="ernie",
+        )
+        for name in ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text")
+    },
     "nanochat": Family(
         "transformers/models/nanochat/modeling_nanochat.py: rotate_half returns (x2, -x1)",
         refused=(

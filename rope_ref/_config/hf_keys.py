@@ -26,6 +26,7 @@ PARAMETER_KEYS = frozenset(
         "partial_rotary_factor", "mrope_section", "mrope_interleaved", "truncate",
         "max_position_embeddings",  # copied in by some transformers configs (Mistral 4)
         "llama_4_scaling_beta",  # Ministral 3: a query temperature, not RoPE
+        "use_fope", "num_inv_freq", "fope_sep_head", "fope_init_factor",  # FoPE: refused
     }
 )  # fmt: skip
 #: Config keys that name RoPE and that from_hf reads (or knows to mean nothing to it).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rope_ref._config.families import Family
 from rope_ref._config.hf_layers import (
     layer_count,
@@ -23,7 +25,7 @@ def spec_of_layer(
     config: object,
     layer: object,
     *,
-    section_order: SectionOrder | None = None,
+    section_order: SectionOrder | Sequence[int] | None = None,
     strict: bool = False,
 ) -> RopeSpec:
     """See `RopeSpec.from_hf` with `layer`: entry `layer` of `specs_per_layer`, or why not."""
@@ -44,7 +46,10 @@ def spec_of_layer(
 
 
 def specs_per_layer(
-    config: object, *, section_order: SectionOrder | None = None, strict: bool = False
+    config: object,
+    *,
+    section_order: SectionOrder | Sequence[int] | None = None,
+    strict: bool = False,
 ) -> tuple[RopeSpec | None, ...]:
     """See `RopeSpec.from_hf_layers`."""
     strict = check_bool("strict", strict)

@@ -10,6 +10,7 @@ family is data: `rope_ref._config.families`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from rope_ref._config.families import DEFAULT, FAMILIES, Family
 from rope_ref._config.hf_file import read_config
@@ -22,6 +23,7 @@ from rope_ref._config.hf_layers import (
     per_layer_value,
     top_rope_parameters,
 )
+from rope_ref._config.hf_mrope import pair_map, refuse_fope
 from rope_ref._config.hf_precedence import base_of, fraction_of
 from rope_ref._config.hf_reader import ConfigReader
 from rope_ref._config.hf_rules import HF_RULES, RuleInputs, row_of_type
@@ -37,7 +39,7 @@ def spec_from_hf(
     config: object,
     *,
     layer_type: str | None = None,
-    section_order: SectionOrder | None = None,
+    section_order: SectionOrder | Sequence[int] | None = None,
     strict: bool = False,
 ) -> RopeSpec:
     """See `RopeSpec.from_hf`."""
@@ -52,6 +54,7 @@ def spec_from_hf(
     top = top_rope_parameters(cfg)
     top = legacy_layer_parameters(top, cfg, family)
     params = layer_parameters(top, cfg, family, layer_type)
+    refuse_fope(params, cfg)
     rope_type = _rope_type(params, family)
     base = base_of(params, cfg, family, layer_type, strict=strict)
     layer = layer_config(cfg, layer_type, family)
@@ -93,12 +96,42 @@ def spec_from_hf(
                 f"int({head_dim} * {fraction!r}) = {rotary_dim} ({source.where})."
             )
         raise ValueError(msg)
+    n_pairs = rotary_dim // 2
+    if section_order is None:
+        section_order = pair_map(rope_type, family, params, n_pairs)
     if section_order is None:
         section_order = "interleaved" if params.flag("mrope_interleaved") else family.section_order
+    if isinstance(section_order, str):
+        sections = _sections(sections, section_order, n_pairs, params, family, model_type)
+    else:  # a pair-to-axis map counts each axis's pairs itself
+        sections = None
+    layout, output_layout = _layouts(cfg, family)
+    return RopeSpec(
+        head_dim,
+        rotary_dim=rotary_dim,
+        rotary_start=head_dim - rotary_dim if family.rotary_at_end else 0,
+        base=10000.0 if freqs is not None else base,
+        layout=layout,
+        output_layout=output_layout,
+        scaling=scaling,
+        freqs=freqs,
+        sections=sections,
+        section_order=section_order,
+    )
+
+
+def _sections(
+    sections: tuple[int, ...] | None,
+    section_order: str,
+    n_pairs: int,
+    params: ConfigReader,
+    family: Family,
+    model_type: str | None,
+) -> tuple[int, ...] | None:
+    """The config's ``mrope_section`` (else the family's default), checked against n_pairs."""
     given = sections is not None
     if sections is None:
         sections = family.sections
-    n_pairs = rotary_dim // 2
     if sections is not None and section_order == "interleaved" and sum(sections) < n_pairs:
         # HF's interleaved M-RoPE (Qwen3-VL) gives axes 1.. their pairs and every other
         # pair to axis 0: its section is what is left.
@@ -113,19 +146,7 @@ def spec_from_hf(
             f"{family.source}); give mrope_section in {params.where}."
         )
         raise ValueError(msg)
-    layout, output_layout = _layouts(cfg, family)
-    return RopeSpec(
-        head_dim,
-        rotary_dim=rotary_dim,
-        rotary_start=head_dim - rotary_dim if family.rotary_at_end else 0,
-        base=10000.0 if freqs is not None else base,
-        layout=layout,
-        output_layout=output_layout,
-        scaling=scaling,
-        freqs=freqs,
-        sections=sections,
-        section_order=section_order,
-    )
+    return sections
 
 
 def loaded_config(config: object) -> object:

@@ -377,6 +377,10 @@ HF_RULES: dict[str, HfRule] = {
         HfRule("ntk", NTKScaling, _read_ntk, _write_ntk, keys=("mixed_b",), draw=_draw_ntk),
         # Qwen-VL vision towers: a whole spec of their own, built by the reader of configs.
         HfRule("axial", None, _no_rule),
+        # vLLM's openPangu and Bailing M-RoPE: plain frequencies, their own pair orders
+        # (rope_ref._config.hf_mrope).
+        HfRule("openpangu", None, _no_rule),
+        HfRule("bailing_mrope", None, _no_rule),
     )
 }
 

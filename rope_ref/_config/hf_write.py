@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._config.hf_mrope import map_parameters
 from rope_ref._config.hf_rules import row_of_rule
 from rope_ref._config.hf_values import hf_integer
 from rope_ref._core.spec import RopeSpec
@@ -38,6 +39,7 @@ def spec_to_hf(spec: RopeSpec, *, max_position_embeddings: int | None = None) ->
         params["mrope_section"] = list(spec.sections)
         if spec.section_order == "interleaved":
             params["mrope_interleaved"] = True
+        params.update(map_parameters(spec) or {})
     if max_position_embeddings is not None:
         known = extra.get("max_position_embeddings", max_position_embeddings)
         if known != max_position_embeddings:
@@ -69,6 +71,18 @@ def _check_expressible(spec: RopeSpec) -> None:
         problems.append("xpos")
     if spec.sections is not None and len(spec.sections) != 3:
         problems.append(f"sections={spec.sections} (HF M-RoPE has three axes)")
+    if not isinstance(spec.section_order, str) and map_parameters(spec) is None:
+        problems.append(
+            f"section_order={spec.section_order} (a pair-to-axis map: rope_parameters state "
+            "chunked or Qwen3-VL interleaved sections, and vLLM's openPangu and Bailing "
+            "orders; Ernie 4.5-VL's order comes from its model_type, which to_hf does not "
+            "write)"
+        )
+    elif not isinstance(spec.section_order, str) and spec.scaling is not None:
+        problems.append(
+            f"a scaling rule with section_order={spec.section_order} (vLLM's openPangu and "
+            "Bailing rope types take no scaling)"
+        )
     if problems:
         msg = f"`spec` must be expressible as a HF config; got {', '.join(problems)}."
         raise ValueError(msg)

@@ -214,6 +214,8 @@ def pair_axes(spec: RopeSpec) -> NDArray[np.intp]:
     check_spec(spec)
     if spec.sections is None:
         return np.zeros(spec.n_pairs, dtype=np.intp)
+    if not isinstance(spec.section_order, str):  # a pair-to-axis map
+        return np.asarray(spec.section_order, dtype=np.intp)
     n_axes = len(spec.sections)
     if spec.section_order == "chunked":
         return np.repeat(np.arange(n_axes, dtype=np.intp), spec.sections)

@@ -35,7 +35,7 @@ class _HfConverters(Protocol):
         config: object,
         *,
         layer_type: str | None = None,
-        section_order: SectionOrder | None = None,
+        section_order: SectionOrder | Sequence[int] | None = None,
         strict: bool = False,
     ) -> RopeSpec: ...
 
@@ -44,7 +44,7 @@ class _HfConverters(Protocol):
         config: object,
         layer: object,
         *,
-        section_order: SectionOrder | None = None,
+        section_order: SectionOrder | Sequence[int] | None = None,
         strict: bool = False,
     ) -> RopeSpec: ...
 
@@ -171,11 +171,18 @@ class RopeSpec:
     sections : sequence of int, optional
         Multi-axis RoPE (M-RoPE, axial vision RoPE): the number of pairs driven by each
         position axis; positive, summing to ``n_pairs``. Positions then carry a trailing axis
-        of length ``len(sections)``.
-    section_order : {"chunked", "interleaved"}, default "chunked"
-        ``"chunked"`` gives axis ``a`` a contiguous block of pairs (Qwen2-VL);
-        ``"interleaved"`` gives pair ``j`` to axis ``j % n_axes`` while that axis has pairs
-        left, the rest to axis 0 (Qwen3-VL).
+        of length ``len(sections)``. May be left out when `section_order` is a pair map:
+        each axis's count is then read from the map.
+    section_order : {"chunked", "interleaved"} or sequence of int, default "chunked"
+        Which position axis each pair follows. ``"chunked"`` gives axis ``a`` a contiguous
+        block of pairs (Qwen2-VL); ``"interleaved"`` gives pair ``j`` to axis
+        ``j % n_axes`` while that axis has pairs left, the rest to axis 0 (Qwen3-VL). A
+        sequence of ``n_pairs`` axis indices is the pair-to-axis map itself, for orders
+        the two names do not cover (Ernie 4.5-VL's and Bailing's ``h, w, h, w, ..., t``,
+        openPangu's, ggml's IMROPE with a fourth position): pair ``j`` follows axis
+        ``section_order[j]``, and axis ``a`` has ``section_order.count(a)`` pairs (at least
+        one each). A map equal to one of the two named orders is stored as that name, so
+        specs that rotate alike compare equal. `pair_axes` gives any spec's map.
 
     Raises
     ------
@@ -200,6 +207,8 @@ class RopeSpec:
     (128, 64, 'half')
     >>> rr.RopeSpec(head_dim=64, rotary_dim=32, layout="interleaved").rotary_stop
     32
+    >>> rr.RopeSpec(head_dim=8, section_order=(1, 2, 0, 0)).sections  # pairs per axis
+    (2, 1, 1)
     >>> rr.RopeSpec(head_dim=8, rotary_dim=7)
     Traceback (most recent call last):
     ...
@@ -217,7 +226,7 @@ class RopeSpec:
     freqs: Sequence[float] | None = None
     xpos: XPosRule | None = None
     sections: Sequence[int] | None = None
-    section_order: SectionOrder = "chunked"
+    section_order: SectionOrder | Sequence[int] = "chunked"
 
     def __post_init__(self) -> None:
         head_dim = check_int("head_dim", self.head_dim, minimum=1)
@@ -244,9 +253,6 @@ class RopeSpec:
         if self.output_layout is not None:
             written = check_choice("output_layout", self.output_layout, LAYOUTS)
             self._set("output_layout", None if written == self.layout else written)
-        self._set(
-            "section_order", check_choice("section_order", self.section_order, SECTION_ORDERS)
-        )
         self._set("freqs", _check_freqs(self.freqs, rotary_dim // 2))
         if self.freqs is not None and base != 10000.0 and self.scaling is None:
             msg = (
@@ -256,7 +262,9 @@ class RopeSpec:
             raise ValueError(msg)
         _check_scaling(self.scaling, rotary_dim)
         _check_xpos(self.xpos)
-        self._set("sections", _check_sections(self.sections, rotary_dim // 2, self.section_order))
+        sections, order = check_multi_axis(self.sections, self.section_order, rotary_dim // 2)
+        self._set("sections", sections)
+        self._set("section_order", order)
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -268,7 +276,7 @@ class RopeSpec:
         *,
         layer_type: str | None = None,
         layer: int | None = None,
-        section_order: SectionOrder | None = None,
+        section_order: SectionOrder | Sequence[int] | None = None,
         strict: bool = False,
     ) -> RopeSpec:
         """The spec of a Hugging Face transformers config (a config.json dict or object).
@@ -300,9 +308,11 @@ class RopeSpec:
             layer type from the config's ``layer_types``, and a ValueError for a layer
             without RoPE (Llama 4's and SmolLM3's ``no_rope_layers``). Not with
             `layer_type`.
-        section_order : {"chunked", "interleaved"}, optional
-            M-RoPE pair assignment. By default ``"interleaved"`` for Qwen3-VL configs (or an
-            ``mrope_interleaved`` flag) and ``"chunked"`` otherwise (Qwen2/2.5-VL).
+        section_order : {"chunked", "interleaved"} or sequence of int, optional
+            M-RoPE pair assignment (a name or a pair-to-axis map, as for `RopeSpec`). By
+            default ``"interleaved"`` for Qwen3-VL configs (or an ``mrope_interleaved``
+            flag), the family's map where it has one (Ernie 4.5-VL, vLLM's
+            ``rope_type="openpangu"``), and ``"chunked"`` otherwise (Qwen2/2.5-VL).
         strict : bool, default False
             An unknown key in the RoPE parameters (or a config key naming RoPE that from_hf
             does not know) is a ValueError rather than a UserWarning; both name the key and
@@ -425,7 +435,9 @@ high_freq_factor=4.0))
             If `max_position_embeddings` is fractional or not from 1 to 2**53, or HF cannot
             express the spec: the interleaved layout (unless written in half order),
             ``rotary_start != 0``, custom `freqs`,
-            xPos, interleaved sections other than Qwen3-VL's three, a rule with no HF type
+            xPos, interleaved sections other than Qwen3-VL's three, a pair-to-axis map other
+            than vLLM's openPangu and Bailing orders (written as their ``rope_type``), a
+            rule with no HF type
             (`rope_ref.scaling.NTKAware`), or a fractional length that HF stores as an
             integer (``original_max_position``, `DynamicNTK`'s ``max_position``). What it
             returns, `from_hf` reads back.
@@ -566,6 +578,82 @@ def _check_hashable(name: str, value: object) -> None:
     except TypeError:
         msg = f"`{name}` must be hashable (a frozen value); got {type(value).__name__}."
         raise TypeError(msg) from None
+
+
+def check_multi_axis(
+    sections: object, order: object, n_pairs: int
+) -> tuple[tuple[int, ...] | None, SectionOrder | tuple[int, ...]]:
+    """`sections` and `section_order` checked together: (sections, order) as stored.
+
+    A pair map equal to a named order is returned as that name; `sections` left out next to
+    a pair map are the map's counts.
+
+    Examples
+    --------
+    >>> check_multi_axis(None, (1, 2, 1, 2, 0, 0), 6)
+    ((2, 2, 2), (1, 2, 1, 2, 0, 0))
+    >>> check_multi_axis((2, 2), (0, 0, 1, 1), 4)
+    ((2, 2), 'chunked')
+    """
+    if isinstance(order, str) or order is None:
+        named = check_choice("section_order", order, SECTION_ORDERS)
+        return _check_sections(sections, n_pairs, named), named
+    axes = _check_pair_map(order, n_pairs)
+    counts = tuple(axes.count(a) for a in range(max(axes) + 1))
+    if 0 in counts:
+        msg = (
+            f"`section_order` must give every axis from 0 to {len(counts) - 1} at least one "
+            f"pair; axis {counts.index(0)} follows none in {axes}."
+        )
+        raise ValueError(msg)
+    given = counts if sections is None else _check_sections(sections, n_pairs, "chunked")
+    if given != counts:
+        msg = (
+            f"`sections` must count the pairs of each axis of `section_order` ({counts}), or "
+            f"be left out; got {given}."
+        )
+        raise ValueError(msg)
+    for named in SECTION_ORDERS:
+        if _fits(counts, n_pairs, named) and named_axes(counts, n_pairs, named) == axes:
+            return counts, named
+    return counts, axes
+
+
+def named_axes(sections: tuple[int, ...], n_pairs: int, order: SectionOrder) -> tuple[int, ...]:
+    """The pair-to-axis map of a named order (``"chunked"``, ``"interleaved"``)."""
+    if order == "chunked":
+        return tuple(a for a, size in enumerate(sections) for _ in range(size))
+    axes = [0] * n_pairs
+    n_axes = len(sections)
+    for axis, size in enumerate(sections[1:], start=1):
+        for j in range(axis, n_axes * size, n_axes):
+            axes[j] = axis
+    return tuple(axes)
+
+
+def _fits(sections: tuple[int, ...], n_pairs: int, order: str) -> bool:
+    """Whether the interleaved order can hold `sections` (the chunked one always can)."""
+    n_axes = len(sections)
+    return order == "chunked" or all(
+        axis + n_axes * (size - 1) < n_pairs for axis, size in enumerate(sections[1:], start=1)
+    )
+
+
+def _check_pair_map(value: object, n_pairs: int) -> tuple[int, ...]:
+    if not isinstance(value, Sequence | np.ndarray) or np.ndim(value) != 1:
+        msg = (
+            "`section_order` must be 'chunked', 'interleaved' or a sequence of axis indices, "
+            f"one per pair; got {value!r}."
+        )
+        raise TypeError(msg)
+    axes = tuple(check_int("section_order", a, minimum=0) for a in value)
+    if len(axes) != n_pairs:
+        msg = (
+            f"`section_order` must name the axis of each of the {n_pairs} pairs "
+            f"(rotary_dim // 2); got {len(axes)} entries."
+        )
+        raise ValueError(msg)
+    return axes
 
 
 def _check_sections(value: object, n_pairs: int, order: str) -> tuple[int, ...] | None:

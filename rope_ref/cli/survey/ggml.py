@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from rope_ref import scaling as rules
+from rope_ref._core.multiaxis import axial_freqs
 from rope_ref._core.spec import RopeSpec
 from rope_ref.cli.survey._given import inexpressible
 from rope_ref.cli.survey.peers import HEAD_DIM, Entry, Group, _quiet_import
 
-__all__ = ["GROUP", "GgmlEntry", "llama3_factors"]
+__all__ = ["GROUP", "GgmlEntry", "imrope_axes", "llama3_factors"]
 
-NORMAL, NEOX, MROPE, IMROPE = 0, 2, 8, 40
+NORMAL, NEOX, MROPE, VISION, IMROPE = 0, 2, 8, 24, 40
 #: The context length LongRoPE's row is configured for (llama.cpp's ``n_ctx``).
 N_CTX = 131072
 _LONG = tuple(1.0 + 0.5 * j for j in range(HEAD_DIM // 2))
@@ -63,6 +64,28 @@ class Rope:
     factors: tuple[float, ...] | None = None
     dtype: str = "float32"
     sections: tuple[int, int, int, int] | None = None  # ggml_rope_multi's (t, h, w, e)
+
+
+def imrope_axes(sections: tuple[int, int, int, int], n_pairs: int) -> tuple[int, ...]:
+    """The position axis (t, h, w, e = 0..3) of each pair under ggml's IMROPE.
+
+    ``ggml_mrope_cache_init``: pair ``j`` is in sector ``j % sum(sections)``; a sector
+    ``s`` follows h where ``s % 3 == 1`` and ``s < 3 * sections[1]``, w where ``s % 3 ==
+    2`` and ``s < 3 * sections[2]``, t where ``s % 3 == 0`` and ``s < 3 * sections[0]``,
+    and e (the fourth position) everywhere else.
+
+    Examples
+    --------
+    >>> imrope_axes((2, 1, 1, 1), 5)  # sector 4: 4 % 3 == 1 but 4 >= 3 * 1
+    (0, 1, 2, 0, 3)
+    """
+    total = sum(sections)
+    axes = []
+    for j in range(n_pairs):
+        sector = j % total
+        picked = [a for a in (1, 2, 0) if sector % 3 == a and sector < 3 * sections[a]]
+        axes.append(picked[0] if picked else 3)
+    return tuple(axes)
 
 
 def llama3_factors(
@@ -105,11 +128,17 @@ def llama3_factors(
 def rope_ext(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
     """``ggml_rope_ext`` of `x` ``(n_tokens, n_head, head_dim)`` at int32 `positions`.
 
-    With ``rope.sections``, ``ggml_rope_multi``: `positions` is ``(n_tokens, 3)`` and is
-    passed as ggml lays it out, the t, h, w and e positions one after the other (e = 0).
+    With ``rope.sections``, ``ggml_rope_multi``: `positions` is ``(n_tokens, k)``, the
+    first ``k`` of the t, h, w and e positions (2 <= k <= 4; the others are 0), and is
+    passed as ggml lays it out, the four one after the other.
     """
-    expected = (x.shape[0],) if rope.sections is None else (x.shape[0], 3)
-    if positions.shape != expected:  # ggml would abort the process
+    n = x.shape[0]
+    if rope.sections is None:
+        fits, expected = positions.shape == (n,), f"{(n,)}"
+    else:
+        fits = positions.ndim == 2 and positions.shape[0] == n and 2 <= positions.shape[1] <= 4
+        expected = f"({n}, 2 to 4)"
+    if not fits:  # ggml would abort the process
         msg = f"`positions` must have shape {expected} for x of {x.shape}; got {positions.shape}"
         raise ValueError(msg)
     ggml = _quiet_import("ggml")
@@ -120,7 +149,7 @@ def rope_ext(x: np.ndarray, positions: np.ndarray, rope: Rope) -> np.ndarray:
         a = utils.from_numpy(np.ascontiguousarray(x, dtype=rope.dtype), ctx)
         if rope.sections is not None:
             axes = np.zeros((4, positions.shape[0]), dtype=np.int32)
-            axes[:3] = positions.T
+            axes[: positions.shape[1]] = positions.T
             positions = axes.ravel()
         b = utils.from_numpy(positions.astype(np.int32), ctx)
         factors = None if rope.factors is None else np.asarray(rope.factors, np.float32)
@@ -154,7 +183,7 @@ def make_runner(rope: Rope) -> Any:
     def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
         b, h, s, d = x.shape
         tokens = np.swapaxes(x, 1, 2).reshape(b * s, h, d)
-        ids = np.tile(p, b) if p.ndim == 1 else np.tile(p, (b, 1))  # M-RoPE: (tokens, 3)
+        ids = np.tile(p, b) if p.ndim == 1 else np.tile(p, (b, 1))  # M-RoPE: (tokens, axes)
         y = rope_ext(tokens, ids, rope)
         return np.swapaxes(y.reshape(b, s, h, d), 1, 2)
 
@@ -239,10 +268,15 @@ def _cases() -> list[tuple[str, Rope, RopeSpec | str, int | None]]:
             None,
         ),
         (
-            "IMROPE, sections=(12, 10, 10, 0) (Qwen3-VL's proportions)",
+            "IMROPE, sections=(12, 10, 10, 0) (Qwen3-VL's proportions): pair 31 follows e",
             Rope(IMROPE, freq_base=1e6, sections=(12, 10, 10, 0)),
-            "IMROPE gives pair 31 (31 % 3 == 1, past 3 * 10) the fourth (e) position, "
-            "where HF's Qwen3-VL gives it t; RopeSpec's sections cannot name a fourth position",
+            RopeSpec(HEAD_DIM, base=1e6, section_order=imrope_axes((12, 10, 10, 0), 32)),
+            None,
+        ),
+        (
+            "VISION, n_dims=32, sections=(16, 16, 0, 0) (Qwen2-VL's vision tower)",
+            Rope(VISION, n_dims=HEAD_DIM // 2, sections=(16, 16, 0, 0)),
+            RopeSpec(HEAD_DIM, freqs=axial_freqs((16, 16)), sections=(16, 16)),
             None,
         ),
         ("NORMAL, float16", Rope(dtype="float16"), RopeSpec(HEAD_DIM, layout="interleaved"), None),

@@ -61,6 +61,10 @@ class Case:
     max_position_embeddings: int = MAX_MODEL_LEN
     seq_len: int | None = None
     why_not: str | None = None  # the class has no RopeSpec form
+    #: A class the model builds itself rather than through `get_rope`: its name in
+    #: ``vllm.model_executor.layers.rotary_embedding``'s modules, called with
+    #: ``params["mrope_section"]`` (Ernie 4.5-VL's text attention).
+    module: str | None = None
 
 
 _LONG = [1.0 + 0.5 * j for j in range(HEAD_DIM // 2)]
@@ -117,6 +121,13 @@ CASES: tuple[Case, ...] = (
         max_position_embeddings=163840,
     ),
     Case(
+        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), factor=40, mscale=mscale_all_dim=1 "
+        "(float32 cos/sin cache, the last rotary_dim features)",
+        {"rope_type": "deepseek_yarn", **_DEEPSEEK, "is_deepseek_v4": True},
+        hf={"rope_type": "yarn", **_DEEPSEEK},
+        max_position_embeddings=163840,
+    ),
+    Case(
         "Llama3RotaryEmbedding, factor=8, low/high 1/4, original 8192",
         {
             "rope_type": "llama3",
@@ -157,22 +168,26 @@ CASES: tuple[Case, ...] = (
         model_type="qwen2_vl",
     ),
     Case(
-        "BailingMRotaryEmbedding (rope_type=bailing_mrope)",
+        "BailingMRotaryEmbedding (rope_type=bailing_mrope), mrope_section=[8, 12, 12] "
+        "(t, h, w), is_neox_style=False (pairs h, w, h, w, ..., then t)",
         {"rope_type": "bailing_mrope", "mrope_section": [8, 12, 12]},
-        why_not="Bailing's M-RoPE gives the pairs to the axes in its own order; RopeSpec's "
-        "sections take chunked or interleaved order only (an arbitrary pair-to-axis map)",
+        neox=False,
     ),
     Case(
-        "MRotaryEmbeddingInterleaved (rope_type=openpangu)",
+        "MRotaryEmbeddingInterleaved (rope_type=openpangu), mrope_section=[8, 12, 12]",
         {"rope_type": "openpangu", "mrope_section": [8, 12, 12], "mrope_interleaved": True},
-        why_not="openpangu's M-RoPE order is an arbitrary pair-to-axis map, which RopeSpec's "
-        "sections cannot state",
+    ),
+    Case(
+        "Ernie4_5_VLRotaryEmbedding (Ernie 4.5-VL), mrope_section=[12, 12, 8] (h, w, t), "
+        "is_neox_style=False",
+        {"rope_type": "default", "mrope_section": [12, 12, 8]},
+        neox=False,
+        model_type="ernie4_5_vl_moe",
+        module="Ernie4_5_VLRotaryEmbedding",
     ),
     Case(
         "FourierRotaryEmbedding (use_fope)",
         {"rope_type": "default", "use_fope": True, "num_key_value_heads": HEADS},
-        why_not="FoPE mixes each head's pairs with learned per-head coefficient matrices; no "
-        "RopeSpec states learned weights",
     ),
     Case(
         "DualChunkRotaryEmbedding, chunk_size=8192, local_size=1024",
@@ -239,6 +254,19 @@ def build(case: Case) -> Any:
         "vllm.model_executor.layers.rotary_embedding.phi3_long_rope_scaled_rope"
     )
     params = {"rope_theta": 1e6, **case.params}
+    if case.module is not None:
+        ernie = _quiet_import("vllm.model_executor.layers.rotary_embedding.ernie45_vl_rope")
+        cls = getattr(ernie, case.module)
+        with _context():
+            return cls(
+                HEAD_DIM,
+                HEAD_DIM,
+                MAX_MODEL_LEN,
+                params["rope_theta"],
+                case.neox,
+                torch.float32,
+                mrope_section=params["mrope_section"],
+            )
     with _context(), patched(longrope, "get_current_vllm_config", _configured):
         return rotary.get_rope(HEAD_DIM, MAX_MODEL_LEN, case.neox, params, dtype=torch.float32)
 
@@ -246,7 +274,9 @@ def build(case: Case) -> Any:
 def make_runner(case: Case) -> Any:
     """A survey runner: ``forward_native`` on the tokens, ``(tokens, heads * head_dim)``.
 
-    LongRoPE's module has no ``forward_native``: its ``forward`` is PyTorch.
+    LongRoPE's module has no ``forward_native``: its ``forward`` is PyTorch. A class that
+    overrides ``forward`` but not ``forward_native`` (``MRotaryEmbeddingInterleaved``) runs
+    its ``forward``, as vLLM does: the inherited ``forward_native`` is its parent's.
     """
 
     def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -256,6 +286,8 @@ def make_runner(case: Case) -> Any:
         q = _torch(tokens if "Deepseek" in type(module).__name__ else tokens.reshape(b * s, -1))
         ids = np.tile(p, b) if p.ndim == 1 else np.tile(p.T, (1, b))  # M-RoPE: (3, tokens)
         forward = getattr(module, "forward_native", module.forward)
+        if "forward" in vars(type(module)) and "forward_native" not in vars(type(module)):
+            forward = module.forward  # its own forward bypasses the inherited native one
         with _context():
             out, _ = forward(_torch(ids), q, q.clone())
         return np.swapaxes(_numpy(out).reshape(b, s, h, d), 1, 2)

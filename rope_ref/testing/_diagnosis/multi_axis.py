@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from rope_ref._config.hf_mrope import ernie_axes, openpangu_axes
 from rope_ref._core.frequencies import pair_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import Comparison, pair_norms
@@ -34,13 +35,15 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]
     assert spec.sections is not None
     other = "interleaved" if spec.section_order == "chunked" else "chunked"
     alt = _replaced(spec, section_order=other)
+    order = spec.section_order if isinstance(spec.section_order, str) else "a pair map"
     yield (
         alt,
         f"the pairs are assigned to axes {other} ({other} M-RoPE), but the spec's order is "
-        f"{spec.section_order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
+        f"{order!r} (Qwen2/2.5-VL chunk, Qwen3-VL interleaves)",
     )
     if alt is None and other == "interleaved":
         yield _interleaved_as_qwen3_vl(spec)
+    yield from _engine_orders(spec)
     for perm in sorted(set(itertools.permutations(spec.sections))):
         if perm != tuple(spec.sections):
             yield (
@@ -54,6 +57,28 @@ def _section_candidates(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]
             yield (
                 _replaced(spec, sections=sections),
                 f"the sections are {list(sections)}, not the spec's {list(spec.sections)}",
+            )
+
+
+def _engine_orders(spec: RopeSpec) -> Iterator[tuple[RopeSpec | None, str]]:
+    """The pair maps of Ernie 4.5-VL / Bailing and openPangu, for (t, h, w) sections."""
+    assert spec.sections is not None
+    if len(spec.sections) != 3:
+        return
+    t, h, w = spec.sections
+    maps = []
+    if h == w:
+        maps.append(
+            (ernie_axes((h, w, t)), "Ernie 4.5-VL's and Bailing's order (h, w, h, w, ..., t)")
+        )
+    if t >= 2:
+        maps.append((openpangu_axes((t, h, w)), "openPangu's order (vLLM rope_type 'openpangu')"))
+    for axes, name in maps:
+        if tuple(int(a) for a in pair_axes(spec)) != axes:
+            yield (
+                _replaced(spec, sections=None, section_order=axes),
+                f"the pairs follow the axes in {name}, not in the spec's order; "
+                "state it with RopeSpec(section_order=<one axis per pair>)",
             )
 
 
@@ -93,7 +118,8 @@ def _interleaved_as_qwen3_vl(spec: RopeSpec) -> tuple[RopeSpec | None, str]:
 def sections(c: Comparison) -> Diagnosis | None:
     """M-RoPE with other sections, order or axes, collapsed to 1-D; or 1-D told for M-RoPE.
 
-    Tried, in order: the other section order (chunked or interleaved); every permutation
+    Tried, in order: the other section order (chunked or interleaved); Ernie 4.5-VL's /
+    Bailing's and openPangu's pair maps for (t, h, w) sections; every permutation
     of the spec's sections; each common split of the same number of pairs that is no
     permutation of the spec's ((16, 24, 24) as Qwen2-VL and Qwen2.5-VL, (24, 20, 20) as
     Qwen3-VL, both for head_dim 128; (8, 12, 12) for 64; (2, 3, 3) for 16); the position
