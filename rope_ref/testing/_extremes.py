@@ -105,11 +105,26 @@ def extremes(
     """
     if type(actual) is not np.ndarray or actual.dtype not in DIRECT_DTYPES or not expected.size:
         return None
-    start, stop = spec.rotary_start, spec.rotary_stop
     kernel = _kernel() if fused or (fused is None and _loop_wanted(expected.size)) else None
     if fused and kernel is None:
         msg = "`fused=True` needs numba, which is not installed."
         raise ValueError(msg)
+    with np.errstate(all="ignore"):  # NaN, infinities, huge or tiny norms: refused below
+        found = _found(actual, expected, per_row, spec, inverse, copied_eps, kernel)
+    return None if found is None else Extremes(*found)
+
+
+def _found(
+    actual: NDArray[Any],
+    expected: F64,
+    per_row: F64,
+    spec: RopeSpec,
+    inverse: bool,
+    copied_eps: float,
+    kernel: Callable[..., tuple[float, float]] | None,
+) -> tuple[float, float] | None:
+    """`extremes` as a pair ``(max_error, max_ratio)``, or None (under its errstate)."""
+    start, stop = spec.rotary_start, spec.rotary_stop
     found: tuple[float, float] | None = (0.0, 0.0)
     error = None
     if stop > start:
@@ -128,13 +143,12 @@ def extremes(
         )
         more = _copied(kept_error, expected[..., kept], copied_eps)
         found = None if more is None else (max(found[0], more[0]), max(found[1], more[1]))
-    return None if found is None else Extremes(*found)
+    return found
 
 
 def _abs_difference(expected: F64, actual: NDArray[Any]) -> F64:
     """``|expected - actual|`` in float64 (each dtype of `DIRECT_DTYPES` converts exactly)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        error: F64 = np.subtract(expected, actual)  # |e - a| is |a - e|, bit for bit
+    error: F64 = np.subtract(expected, actual)  # |e - a| is |a - e|, bit for bit
     np.abs(error, out=error)
     return error
 
@@ -213,10 +227,9 @@ def _pairs(
     if not math.isfinite(top_error):  # NaN or inf: judged element by element
         return None
     first, second = split_pairs(expected[..., start:stop], layout=layout)
-    with np.errstate(over="ignore", under="ignore"):  # such norms are refused below
-        norms = np.square(first)
-        norms += np.square(second, out=first_error)  # the errors are in `worse` now
-        np.sqrt(norms, out=norms)
+    norms = np.square(first)
+    norms += np.square(second, out=first_error)  # the errors are in `worse` now
+    np.sqrt(norms, out=norms)
     low, high = NORM_RANGE
     if not (float(norms.min()) > low and float(norms.max()) < high):
         return None  # the tolerance takes these norms from np.hypot
@@ -230,8 +243,7 @@ def _pairs(
 def _copied(error: F64, expected: F64, eps: float) -> tuple[float, float] | None:
     """Largest error and ratio over copied features (tolerance: one rounding)."""
     tolerance = 0.5 * eps * np.abs(expected)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = error / tolerance
+    ratio = error / tolerance
     ratio[np.isnan(ratio)] = 0.0  # 0 / 0: no error where none is allowed
     top_error = float(error.max())
     if not math.isfinite(top_error):
