@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import math
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,6 +44,10 @@ KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 FUSED_MIN_SIZE = 2**16
 #: ``ROPE_REF_ORACLE_NUMBA=0`` keeps every comparison on the NumPy passes.
 OPT_OUT = "ROPE_REF_ORACLE_NUMBA"
+#: Work arrays of up to this many elements are kept per thread (at most 16 MB in all).
+SCRATCH_MAX_SIZE = 2**20
+#: Each thread's work arrays (see `_scratch`).
+_SCRATCH = threading.local()
 #: Pair norms inside this range are ``sqrt(a * a + b * b)`` in the tolerance (see _radii).
 NORM_RANGE = (1e-150, 1e150)
 
@@ -147,10 +152,30 @@ def _found(
 
 
 def _abs_difference(expected: F64, actual: NDArray[Any]) -> F64:
-    """``|expected - actual|`` in float64 (each dtype of `DIRECT_DTYPES` converts exactly)."""
-    error: F64 = np.subtract(expected, actual)  # |e - a| is |a - e|, bit for bit
+    """``|expected - actual|`` in float64 (each dtype of `DIRECT_DTYPES` converts exactly).
+
+    Written to this thread's scratch array: valid until the next call.
+    """
+    out = _scratch(expected.size, "error").reshape(expected.shape)
+    error: F64 = np.subtract(expected, actual, out=out)  # |e - a| is |a - e|, bit for bit
     np.abs(error, out=error)
     return error
+
+
+def _scratch(size: int, name: str) -> F64:
+    """A float64 work array of `size` elements, this thread's own for `name`.
+
+    Kept from call to call up to `SCRATCH_MAX_SIZE` elements (no fresh pages to fault in
+    on each check); larger ones are allocated each time. Nothing read from it outlives
+    the call of `extremes` that wrote it.
+    """
+    if size > SCRATCH_MAX_SIZE:
+        return np.empty(size)
+    held: F64 | None = getattr(_SCRATCH, name, None)
+    if held is None or held.size < size:
+        held = np.empty(size)
+        setattr(_SCRATCH, name, held)
+    return held[:size]
 
 
 def _loop_wanted(size: int) -> bool:
@@ -222,12 +247,14 @@ def _pairs(
     start, stop = spec.rotary_start, spec.rotary_stop
     layout = spec.layout if inverse else spec.written_layout
     first_error, second_error = split_pairs(error[..., start:stop], layout=layout)
-    worse = np.maximum(first_error, second_error)
+    shape = first_error.shape
+    work = _scratch(2 * math.prod(shape), "pairs")
+    worse = np.maximum(first_error, second_error, out=work[: work.size // 2].reshape(shape))
     top_error = float(worse.max())
     if not math.isfinite(top_error):  # NaN or inf: judged element by element
         return None
     first, second = split_pairs(expected[..., start:stop], layout=layout)
-    norms = np.square(first)
+    norms = np.square(first, out=work[work.size // 2 :].reshape(shape))
     norms += np.square(second, out=first_error)  # the errors are in `worse` now
     np.sqrt(norms, out=norms)
     low, high = NORM_RANGE
