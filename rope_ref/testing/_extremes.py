@@ -104,9 +104,10 @@ def extremes(
     >>> import rope_ref as rr
     >>> spec = rr.RopeSpec(head_dim=4)
     >>> y = np.array([[3.0, 0.0, 4.0, 1.0]])            # pairs (3, 4) and (0, 1)
-    >>> got = y + np.array([[0.0, 0.0, 1e-6, 0.0]])
-    >>> extremes(got, y, np.array([1e-5]), spec, inverse=False, copied_eps=2.0**-23)
-    Extremes(max_error=1.0000000000287557e-06, max_ratio=0.020000000000575114)
+    >>> got = y + np.array([[0.0, 0.0, 2.0**-20, 0.0]])  # off by 2**-20 in pair (3, 4)
+    >>> found = extremes(got, y, np.array([2.0**-10]), spec, inverse=False, copied_eps=0.0)
+    >>> found.max_error == 2.0**-20, found.max_ratio == 2.0**-20 / (5 * 2.0**-10)
+    (True, True)
     """
     if type(actual) is not np.ndarray or actual.dtype not in DIRECT_DTYPES or not expected.size:
         return None
