@@ -16,9 +16,6 @@ def test_the_oracle_preset_measures_every_row(capsys):
     assert shapes == [[2, 16, 4, 64], [1, 128, 8, 128], [1, 1024, 32, 128]]
     for row in result["comparisons"]:
         assert row["ratio"] == row["passing_assert_s"] / row["reference_s"] > 0
-        assert row["numpy_ratio"] == row["numpy_passes_s"] / row["numpy_reference_s"] > 0
-    assert result["first_check"]["s"] > 0
-    assert result["first_check"]["numpy_s"] > 0
     assert result["comparisons"][1]["failing_report_s"] > 0
     assert result["property_test"]["examples"] == 200
     assert result["check"]["verdict"] == "conformant"
