@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,8 @@ from rope_ref._core.reference import split_pairs
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_nonnegative
 from rope_ref._engine.api import apply_rope, laid_out_positions
-from rope_ref.testing._once import once
+from rope_ref.testing._extremes import Extremes, extremes
+from rope_ref.testing._once import lazy, once
 from rope_ref.testing._tolerance import (
     CHECKABLE_SHARE,
     EPS,
@@ -167,16 +168,52 @@ class Setup:
         return np.broadcast_to(largest, lead)
 
 
+def _host_actual(c: Comparison) -> F64:
+    """The result as float64 on the host (what `actual` holds when not given)."""
+    given = c.given
+    return given.values if isinstance(given, HostResult) else host64(given)
+
+
+def _error_of(c: Comparison) -> F64:
+    """`_error` of the comparison's result (what `error` holds when not given)."""
+    return _error(c.actual, c.expected)
+
+
+def _tolerance_of(c: Comparison) -> F64:
+    """The error model's tolerance per element (what `tolerance` holds when not given)."""
+    s, model = c.setup, c.model
+    if model is None:  # an explicit tolerance is always given
+        msg = "a comparison under an explicit tolerance must be given its `tolerance`."
+        raise ValueError(msg)
+    per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
+    tol = _model_tolerance(s, per_row, EPS[c.judged_dtype])
+    if c.position_eps is not None:
+        tol = tol + position_tolerance(s, c.expected, c.position_eps)
+    return _finite(tol)
+
+
+def _finite(tol: F64) -> F64:
+    """`tol` with its infinite or NaN entries made 0 (only the same value passes there)."""
+    if not math.isfinite(float(tol.max(initial=0.0))):
+        tol = np.where(np.isfinite(tol), tol, 0.0)
+    return tol
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """The result of `compare`: errors and tolerances per element, and what produced them."""
+    """The result of `compare`: errors and tolerances per element, and what produced them.
+
+    `actual` (the result in float64), `error` and `tolerance` are built on first read
+    unless given: a passing check under the error model reads only `extremes`, its
+    largest error and ratio found pair by pair (see `rope_ref.testing._extremes`).
+    """
 
     setup: Setup
-    actual: F64
     expected: F64
-    error: F64
-    tolerance: F64
     model: ErrorModel | None
+    actual: lazy[Comparison, F64] = lazy(_host_actual)  # noqa: RUF009 (a descriptor)
+    error: lazy[Comparison, F64] = lazy(_error_of)  # noqa: RUF009 (a descriptor)
+    tolerance: lazy[Comparison, F64] = lazy(_tolerance_of)  # noqa: RUF009 (a descriptor)
     #: Why the result's dtype fails (it is not the precision asked for), or None.
     dtype_mismatch: str | None = None
     #: Rows (``x.shape[:-1]``) whose tolerance cannot tell a correct result from zeros,
@@ -186,6 +223,10 @@ class Comparison:
     position_eps: float | None = None
     #: The dtype the result is judged at (`dtype`, default the dtype of `x`); "" reads as x's.
     precision: str = ""
+    #: The result as `compare` was given it (read for `actual` when that is not given).
+    given: Any = field(default=None, init=False, repr=False, compare=False)
+    #: Largest error and ratio, found pair by pair, or None (not copied by `replace`).
+    extremes: Extremes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def judged_dtype(self) -> str:
@@ -209,11 +250,15 @@ class Comparison:
     @once
     def max_ratio(self) -> float:
         """The largest `ratio` (0 for an empty result)."""
+        if self.extremes is not None:
+            return self.extremes.max_ratio
         return float(self.ratio.max(initial=0.0))
 
     @once
     def max_error(self) -> float:
         """The largest `error` (0 for an empty result)."""
+        if self.extremes is not None:
+            return self.extremes.max_error
         return float(self.error.max(initial=0.0))
 
     @once
@@ -515,30 +560,34 @@ def compare_checked(
     position_eps = None if position_dtype is None else EPS[position_dtype]
     if actual_name is None:
         actual_name = check_actual(actual)
-    a64 = actual.values if isinstance(actual, HostResult) else host64(actual)
-    if a64.shape != s.x.shape:
-        msg = f"`actual` must have the shape of `x` {s.x.shape}; got {a64.shape}."
+    given = actual.values if isinstance(actual, HostResult) else actual
+    lazily = type(given) is np.ndarray  # its shape is known; its float64 copy can wait
+    if not lazily:
+        given = host64(given)
+    if given.shape != s.x.shape:
+        msg = f"`actual` must have the shape of `x` {s.x.shape}; got {given.shape}."
         raise ValueError(msg)
     expected = s.expected
-    error = _error(a64, expected)
-    model: ErrorModel | None
+    model: ErrorModel | None = None
     unchecked = None
+    found = None
+    given_arrays: dict[str, F64] = {}
     if rtol is None and atol is None:
         model = error_model(precision, angle_dtype=angle_dtype)
         per_row = np.asarray(model.atol(s.max_angles(), 1.0), dtype=np.float64)
-        tol = _model_tolerance(s, per_row, EPS[precision])
-        if position_eps is not None:
-            tol = tol + position_tolerance(s, expected, position_eps)
         if s.spec.n_pairs:
             shift = 0.0 if position_eps is None else position_shift(s, position_eps)
             per_unit = per_row + shift
             unchecked = (s.max_angles() > checkable_angle(model)) | (per_unit > CHECKABLE_SHARE)
+        if position_eps is None:
+            found = extremes(
+                given, expected, per_row, s.spec, inverse=s.inverse, copied_eps=EPS[precision]
+            )
     else:
-        model = None
         tol = (atol or 0.0) + (rtol or 0.0) * np.abs(expected)
-        tol = np.broadcast_to(tol, error.shape).astype(np.float64)
-    if not math.isfinite(float(tol.max(initial=0.0))):  # inf or NaN: only the same passes
-        tol = np.where(np.isfinite(tol), tol, 0.0)
+        given_arrays["tolerance"] = _finite(np.broadcast_to(tol, s.x.shape).astype(np.float64))
+    if not lazily:
+        given_arrays["actual"] = given
     mismatch = None
     if actual_name != precision:
         mismatch = (
@@ -547,18 +596,19 @@ def compare_checked(
             f"at {precision} precision. State dtype={actual_name!r} (rope-ref check "
             f"--result-dtype {actual_name}) if {actual_name} results are what you mean to check."
         )
-    return Comparison(
+    c = Comparison(
         setup=s,
-        actual=a64,
         expected=expected,
-        error=error,
-        tolerance=tol,
         model=model,
         dtype_mismatch=mismatch,
         unchecked=unchecked,
         position_eps=position_eps,
         precision=precision,
+        **given_arrays,
     )
+    object.__setattr__(c, "given", given)
+    object.__setattr__(c, "extremes", found)
+    return c
 
 
 def _error(actual: F64, expected: F64) -> F64:

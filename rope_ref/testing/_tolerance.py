@@ -54,11 +54,20 @@ EPS: dict[str, float] = {
 }
 
 
+#: The names of NumPy's floating dtypes of `EPS`, looked up without ``dtype.name``.
+_NUMPY_NAMES: dict[np.dtype[Any], str] = {
+    np.dtype(name): name for name in ("float64", "float32", "float16")
+}
+
+
 def dtype_name(dtype: object) -> str:
     """Canonical name (``"float32"``, ``"bfloat16"``, ...) of a dtype of any namespace.
 
     Raises ValueError naming `dtype` when it is not one of the floating dtypes in `EPS`.
     """
+    known = _NUMPY_NAMES.get(dtype) if isinstance(dtype, np.dtype) else None
+    if known is not None:  # NumPy's own: ``dtype.name`` is computed in Python on each read
+        return known
     if isinstance(dtype, str):
         name = dtype
     elif isinstance(dtype, type) and issubclass(dtype, np.generic):

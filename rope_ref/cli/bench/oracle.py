@@ -6,7 +6,11 @@ Four measurements, each on NumPy float32 data:
   ``arange(S) + 1000``) beside the float64 reference apply of the same case, at the shapes
   (2, 16, 4, 64), (1, 128, 8, 128) and (1, 1024, 32, 128), as a ratio (the two timed in
   turn in each round; the smallest shape, a fraction of a millisecond, in 25 times the
-  rounds);
+  rounds), and in rounds of their own the same with the check kept on the NumPy passes
+  (``ROPE_REF_ORACLE_NUMBA=0``);
+- the first passing check of a fresh process at (1, 128, 8, 128), by default (with Numba
+  installed: its import and the loading of the cached comparison loop) and on the NumPy
+  passes;
 - a failing check with its diagnosis (the result one position off) at (1, 128, 8, 128);
 - a user's Hypothesis property test: `rope_cases` and `assert_rope_close` on a correct
   result, 200 examples, in examples per second;
@@ -19,7 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,18 +80,26 @@ def _comparisons(shape: tuple[int, int, int, int], rounds: int) -> dict[str, Any
     p = np.arange(shape[1]) + 1000
     y = np.asarray(rr.apply_rope(x, spec, p, seq_axis=1))
     x64 = x.astype(np.float64)
-    reference, passing = _interleaved(
-        [
-            lambda: rr.apply_rope(x64, spec, p, seq_axis=1, backend="reference"),
-            lambda: assert_rope_close(y, x, spec, p, seq_axis=1),
-        ],
-        rounds,
+
+    def reference_apply() -> object:
+        return rr.apply_rope(x64, spec, p, seq_axis=1, backend="reference")
+
+    def passing_assert() -> object:
+        return assert_rope_close(y, x, spec, p, seq_axis=1)
+
+    reference, passing = _interleaved([reference_apply, passing_assert], rounds)
+    # in rounds of their own: a third call in the same rounds changes the other two's times
+    numpy_reference, numpy_passes = _interleaved(
+        [reference_apply, _on_numpy_passes(passing_assert)], rounds
     )
     row: dict[str, Any] = {
         "shape": list(shape),
         "reference_s": reference,
         "passing_assert_s": passing,
         "ratio": passing / reference,
+        "numpy_reference_s": numpy_reference,
+        "numpy_passes_s": numpy_passes,
+        "numpy_ratio": numpy_passes / numpy_reference,
     }
     if shape[1] == 128:
         wrong = np.asarray(rr.apply_rope(x, spec, p + 1, seq_axis=1))
@@ -92,6 +107,61 @@ def _comparisons(shape: tuple[int, int, int, int], rounds: int) -> dict[str, Any
             lambda: rope_report(wrong, x, spec, p, seq_axis=1).diagnosis, max(1, rounds // 2)
         )
     return row
+
+
+def _on_numpy_passes(fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn`, run with ``ROPE_REF_ORACLE_NUMBA=0``: every comparison on the NumPy passes."""
+    from rope_ref.testing._extremes import OPT_OUT
+
+    def run() -> object:
+        saved = os.environ.get(OPT_OUT)
+        os.environ[OPT_OUT] = "0"
+        try:
+            return fn()
+        finally:
+            if saved is None:
+                del os.environ[OPT_OUT]
+            else:
+                os.environ[OPT_OUT] = saved
+
+    return run
+
+
+#: The first passing check of a fresh process, timed there (printed in seconds).
+_FIRST_CHECK = """
+import time
+import numpy as np
+import rope_ref as rr
+from rope_ref.testing import assert_rope_close
+spec = rr.RopeSpec(head_dim=128)
+x = np.random.default_rng(0).standard_normal((1, 128, 8, 128)).astype(np.float32)
+p = np.arange(128) + 1000
+y = np.asarray(rr.apply_rope(x, spec, p, seq_axis=1))
+began = time.perf_counter()
+assert_rope_close(y, x, spec, p, seq_axis=1)
+print(time.perf_counter() - began)
+"""
+
+
+def _first_check() -> dict[str, float]:
+    """Seconds of the first check of a fresh process: by default, and on the NumPy passes."""
+    from rope_ref.testing._extremes import OPT_OUT
+
+    seconds = {}
+    for name, value in (("s", None), ("numpy_s", "0")):
+        env = {k: v for k, v in os.environ.items() if k != OPT_OUT}
+        if value is not None:
+            env[OPT_OUT] = value
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_CHECK],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            timeout=600,
+        )
+        seconds[name] = float(done.stdout.strip().splitlines()[-1])
+    return seconds
 
 
 def _property_test() -> dict[str, Any]:
@@ -154,9 +224,16 @@ def run_oracle(args: argparse.Namespace) -> int:
 
     rounds = max(1, min(args.rounds, 20))
     rows = [_comparisons(shape, _rounds_for(shape, rounds)) for shape in ORACLE_PRESETS["oracle"]]
+    first = _first_check()
     prop = _property_test()
     command = _check_command()
-    result = {"comparisons": rows, "property_test": prop, "check": command, "rounds": rounds}
+    result = {
+        "comparisons": rows,
+        "first_check": first,
+        "property_test": prop,
+        "check": command,
+        "rounds": rounds,
+    }
     if args.json:
         print(json.dumps({"machine": machine_description(), "results": [result]}, indent=2))
         return 0
@@ -164,14 +241,22 @@ def run_oracle(args: argparse.Namespace) -> int:
         f"oracle preset: median of {rounds} interleaved rounds ({SMALL_ROUNDS * rounds} at "
         "(2, 16, 4, 64), a quarter at 1024 tokens)"
     )
-    print(f"  {'shape':<18} {'reference':>10} {'passing assert':>15} {'ratio':>7} {'failing':>10}")
+    print(
+        f"  {'shape':<18} {'reference':>10} {'passing assert':>15} {'ratio':>7} "
+        f"{'numpy passes':>13} {'ratio':>7} {'failing':>10}"
+    )
     for row in rows:
         failing = row.get("failing_report_s")
         print(
             f"  {','.join(map(str, row['shape'])):<18} {row['reference_s'] * 1e3:>8.3g}ms "
-            f"{row['passing_assert_s'] * 1e3:>13.3g}ms {row['ratio']:>6.1f}x "
+            f"{row['passing_assert_s'] * 1e3:>13.3g}ms {row['ratio']:>6.2f}x "
+            f"{row['numpy_passes_s'] * 1e3:>11.3g}ms {row['numpy_ratio']:>6.2f}x "
             + ("" if failing is None else f"{failing * 1e3:>8.3g}ms")
         )
+    print(
+        f"  first check of a process, (1, 128, 8, 128): {first['s']:.2f} s "
+        f"({first['numpy_s']:.2f} s on the NumPy passes)"
+    )
     print(
         f"  property test (rope_cases + assert_rope_close): {prop['examples']} examples in "
         f"{prop['s']:.2f} s = {prop['per_s']:.0f} examples/s"
