@@ -59,7 +59,7 @@ def _yarn_inv_freq(factor: float, original: int, beta_fast=32.0, beta_slow=1.0):
 
 
 def test_rows(vllm, found):
-    assert len(found) == len(vllm.CASES) == 22
+    assert len(found) == len(vllm.CASES) == 25
     refused = {
         "DynamicNTKAlpha": "from_hf refuses",
         "NTKScaling": "unknown rope_type 'ntk'",

@@ -42,6 +42,7 @@ class VllmEntry(Entry):
     """An entry called below `MAX_MODEL_LEN`, compared at `seq_len` where the rule takes one."""
 
     seq_len: int | None = None
+    inverse: bool = False  # the module's inverse rotation (DeepSeek V4's ``inverse=True``)
 
     def position_sets(self, max_position: int) -> list[np.ndarray]:
         """The survey's positions, at most the configured maximum length less one."""
@@ -61,6 +62,8 @@ class Case:
     max_position_embeddings: int = MAX_MODEL_LEN
     seq_len: int | None = None
     why_not: str | None = None  # the class has no RopeSpec form
+    rotary_last: bool = False  # the rotated features are the last ones (DeepSeek V4)
+    inverse: bool = False  # forward_native(..., inverse=True): sin negated (DeepSeek V4)
 
 
 _LONG = [1.0 + 0.5 * j for j in range(HEAD_DIM // 2)]
@@ -74,6 +77,8 @@ _DEEPSEEK = {
     "mscale": 1.0,
     "mscale_all_dim": 1.0,
 }
+#: DeepSeek V4's: DeepSeek's YaRN on the last rotary_dim features (``is_deepseek_v4``).
+_DEEPSEEK_V4 = {**_DEEPSEEK, "is_deepseek_v4": True, "partial_rotary_factor": 0.5}
 
 CASES: tuple[Case, ...] = (
     Case("RotaryEmbedding, is_neox_style=True", {"rope_type": "default"}),
@@ -115,6 +120,30 @@ CASES: tuple[Case, ...] = (
         {"rope_type": "deepseek_yarn", **_DEEPSEEK},
         hf={"rope_type": "yarn", **_DEEPSEEK},
         max_position_embeddings=163840,
+    ),
+    Case(
+        "DeepseekScalingRotaryEmbedding (rope_type=deepseek_llama_scaling), factor=40",
+        {"rope_type": "deepseek_llama_scaling", **_DEEPSEEK},
+        hf={"rope_type": "yarn", **_DEEPSEEK},
+        max_position_embeddings=163840,
+    ),
+    Case(
+        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), factor=40, GPT-J pairs, "
+        "partial_rotary_factor=0.5 (the last 32 features rotate)",
+        {**_DEEPSEEK_V4, "rope_type": "deepseek_yarn"},
+        hf={**_DEEPSEEK_V4, "rope_type": "yarn"},
+        neox=False,
+        max_position_embeddings=163840,
+        rotary_last=True,
+    ),
+    Case(
+        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), forward_native(inverse=True)",
+        {**_DEEPSEEK_V4, "rope_type": "deepseek_yarn"},
+        hf={**_DEEPSEEK_V4, "rope_type": "yarn"},
+        neox=False,
+        max_position_embeddings=163840,
+        rotary_last=True,
+        inverse=True,
     ),
     Case(
         "Llama3RotaryEmbedding, factor=8, low/high 1/4, original 8192",
@@ -215,6 +244,8 @@ def spec_of(case: Case) -> RopeSpec | str:
             spec = RopeSpec.from_hf(hf_config(case))
     except (ValueError, TypeError, KeyError, NotImplementedError) as err:
         return f"RopeSpec.from_hf refuses the config: {err}".splitlines()[0][:240]
+    if case.rotary_last:
+        spec = dataclasses.replace(spec, rotary_start=spec.head_dim - spec._rotary_dim)
     return spec if case.neox else dataclasses.replace(spec, layout="interleaved")
 
 
@@ -256,8 +287,9 @@ def make_runner(case: Case) -> Any:
         q = _torch(tokens if "Deepseek" in type(module).__name__ else tokens.reshape(b * s, -1))
         ids = np.tile(p, b) if p.ndim == 1 else np.tile(p.T, (1, b))  # M-RoPE: (3, tokens)
         forward = getattr(module, "forward_native", module.forward)
+        inverse = {"inverse": True} if case.inverse else {}
         with _context():
-            out, _ = forward(_torch(ids), q, q.clone())
+            out, _ = forward(_torch(ids), q, q.clone(), **inverse)
         return np.swapaxes(_numpy(out).reshape(b, s, h, d), 1, 2)
 
     return run
@@ -275,6 +307,7 @@ def _entries() -> Iterator[Entry]:
             spec,
             make_runner(case),
             seq_len=case.seq_len,
+            inverse=case.inverse,
         )
 
 
