@@ -11,6 +11,7 @@ runners), so the planted mistake is the real one.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests._libraries import MAX_POSITION, driver, require
 
 def _bare(group: str, start: str):
     """The driver's entry whose settings start with `start`, with its seq_len dropped."""
-    entry = next(e for e in require(group).entries() if e.settings.startswith(start))
+    entry: Any = next(e for e in require(group).entries() if e.settings.startswith(start))
     assert entry.seq_len is not None  # compared at the configured length in the survey
     return entry, dataclasses.replace(entry, seq_len=None)
 
