@@ -117,6 +117,41 @@ def test_dynamic_ntk_at_a_configured_length_is_named(length: int, fitted: bool) 
     assert rope_report(y, x, spec, MIDDLE, seq_len=length).ok
 
 
+def test_transformers_dynamic_ntk_after_a_longer_call_is_named() -> None:
+    """HF's own LlamaRotaryEmbedding: after a call at positions up to 50000, a shorter call
+    (20000, above max_position) keeps the base of length 50001 (the cache only grows until
+    a call falls below max_position). The diagnosis fits that length from the result."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama
+
+    parameters = {"rope_type": "dynamic", "factor": S, "rope_theta": THETA}
+    config = LlamaConfig(
+        hidden_size=4 * D,
+        num_attention_heads=4,
+        head_dim=D,
+        max_position_embeddings=TRAINED,
+        rope_parameters=parameters,
+    )
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    probe = torch.zeros(1, 1, D, dtype=torch.float64)
+    rotary(probe, torch.tensor([[0, 50000]]))  # the longer call first
+    p = np.array([0, 1, 2, 9, 300, 9000, 20000])
+    cos, sin = rotary(probe, torch.from_numpy(p)[None])
+    x = _x(p.size, 9)[None]
+    q = torch.from_numpy(x)
+    y, _ = modeling_llama.apply_rotary_pos_emb(q, q, cos.float(), sin.float())
+    spec = rr.RopeSpec.from_hf(config)
+    found = diagnose(y.numpy(), x, spec, p)
+    assert found is not None
+    assert found.cause == "seq_len"
+    assert "at the length 50001 (fitted from the result), not at the oracle's 20001" in (
+        found.message
+    )
+    assert rope_report(y.numpy(), x, spec, p, seq_len=50001).ok
+
+
 def test_dynamic_ntk_left_unscaled_past_max_position_is_named() -> None:
     """Catches: an engine configured for at most max_position (the unscaled base) checked at
     positions past it, where the oracle's base grows."""

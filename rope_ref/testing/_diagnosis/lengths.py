@@ -147,8 +147,9 @@ def _dynamic(c: Comparison, rule: rules.DynamicNTK) -> Iterator[Candidate]:
             length,
             f"the result follows dynamic NTK at the length {length}{how}, not at the "
             f"oracle's {told}: engines such as vLLM compute the base once from their "
-            "configured maximum length (max_model_len), not from the positions of the call: "
-            f"pass seq_len={length} (the engine's configured length).",
+            "configured maximum length (max_model_len), not from the positions of the call "
+            "(and HF keeps the length of a longer earlier call until a call stays below "
+            f"max_position): pass seq_len={length} (the engine's configured length).",
         )
 
 
