@@ -226,19 +226,28 @@ def _ntk_dropped_exponent(x: F64, p: np.ndarray) -> np.ndarray:
     return np.asarray(rotate_pairs(x.astype(np.float64), p[:, None] * inv), np.float32)
 
 
+def _other_max_position(x: F64, p: np.ndarray) -> np.ndarray:
+    """Dynamic NTK at the positions' own length with max_position 4096, not 8192."""
+    length = float(p.max()) + 1.0
+    base = THETA * (S * length / 4096 - (S - 1.0)) ** (D / (D - 2))
+    return np.asarray(rotate_pairs(x.astype(np.float64), p[:, None] * _inv(base)), np.float32)
+
+
 @pytest.mark.parametrize(
     ("make", "spec"),
     [
         (_offset, _dynamic_spec()),
         (_base, _dynamic_spec()),
         (_ntk_dropped_exponent, _dynamic_spec()),
+        (_other_max_position, _dynamic_spec()),
     ],
-    ids=["offset", "base", "exponent"],
+    ids=["offset", "base", "exponent", "max_position"],
 )
 def test_results_wrong_for_another_reason_never_get_this_cause(make, spec) -> None:
     """False alarms: a dynamic-NTK spec and results with the positions shifted, another
-    base, or the base's factor without its exponent d/(d-2): no configured length rebuilds
-    them element by element, so none is named."""
+    base, the base's factor without its exponent d/(d-2), or another max_position (whose
+    base is that of the length M S / 4096, a length the fit must leave to `scaling`):
+    none is named a configured length."""
     x = _x(MIDDLE.size, 6)
     found = diagnose(make(x, MIDDLE), x, spec, MIDDLE)
     assert found is not None

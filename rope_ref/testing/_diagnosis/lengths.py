@@ -26,7 +26,7 @@ from rope_ref.scaling._facts import is_length_dependent
 from rope_ref.testing._compare import F64, Comparison, tolerance
 from rope_ref.testing._diagnosis.focus import focus
 from rope_ref.testing._diagnosis.rule_fits import TurnedAngles
-from rope_ref.testing._diagnosis.rules import low_position_freqs
+from rope_ref.testing._diagnosis.rules import COMMON_LENGTHS, low_position_freqs
 from rope_ref.testing._diagnosis.shared import Diagnosis, explains
 
 __all__ = ["CONFIGURED_LENGTHS", "configured_length", "fitted_ntk_lengths"]
@@ -128,6 +128,20 @@ def _is_round(value: float) -> bool:
     return abs(value - rounded) <= 1e-4 * rounded
 
 
+def _other_limits(c: Comparison, rule: rules.DynamicNTK) -> set[int]:
+    """Lengths whose base is the one of a common max_position at the oracle's length.
+
+    At the oracle's length ``S``, ``max_position = n`` gives the base of the length
+    ``M S / n`` under the spec's ``M``: such a fitted length is another ``max_position``,
+    which `scaling` names (a common length is likelier than a fitted one).
+    """
+    s_len = c.setup.seq_len
+    if s_len is None:
+        return set()
+    near = (round(rule.max_position * s_len / n) for n in COMMON_LENGTHS)
+    return {m + k for m in near for k in (-1, 0, 1)}
+
+
 def _dynamic(c: Comparison, rule: rules.DynamicNTK) -> Iterator[Candidate]:
     told = _length_text(c.setup.seq_len)
     limit = rule.max_position
@@ -138,7 +152,7 @@ def _dynamic(c: Comparison, rule: rules.DynamicNTK) -> Iterator[Candidate]:
         f"{limit} computes it, while the oracle took the length {told}: pass "
         f"seq_len={limit} (or the engine's configured length).",
     )
-    fitted = fitted_ntk_lengths(c, rule)
+    fitted = [n for n in fitted_ntk_lengths(c, rule) if n not in _other_limits(c, rule)]
     for length, how in [  # a fitted length that is also a common one is named as such
         *((n, "") for n in [*_stated_lengths(rule), *CONFIGURED_LENGTHS]),
         *((n, " (fitted from the result)") for n in fitted),
