@@ -82,6 +82,18 @@ def test_longrope_long_factors_at_every_position_name_the_configured_length() ->
     assert_rope_close(y, x, spec, SMALL, seq_len=CONFIGURED)
 
 
+def test_longrope_without_a_factor_names_any_length_above_the_original() -> None:
+    """Without `factor` (so no max_position_embeddings to name and attention factor 1),
+    twice the original length stands for any length above it."""
+    x = _x(SMALL.size, 10)
+    y = np.asarray(rotate_pairs(x.astype(np.float64), SMALL[:, None] * _inv() / LONG), np.float32)
+    spec = rr.RopeSpec(D, base=THETA, scaling=rr.scaling.LongRoPE(SHORT, LONG, ORIGINAL))
+    found = diagnose(y, x, spec, SMALL)
+    assert found is not None
+    assert found.cause == "seq_len"
+    assert f"(e.g. seq_len={2 * ORIGINAL})." in found.message
+
+
 def test_longrope_short_factors_past_the_original_length_name_it() -> None:
     """Catches: an engine configured with max_model_len <= original (short factors only),
     checked at positions past the original length, where the oracle picks the long ones."""

@@ -66,14 +66,16 @@ def _longrope(s_len: float | None, rule: rules.LongRoPE) -> Iterator[Candidate]:
     original, told = rule.original_max_position, _length_text(s_len)
     if not rule.uses_long(s_len):
         configured = round(rule.factor * original) if rule.factor else 0
-        length = configured if configured > original else 2 * original
+        length, named = configured, ", max_position_embeddings"
+        if configured <= original:  # no factor to tell it: any length above the original
+            length, named = 2 * original, ""
         yield (
             length,
             "the result uses LongRoPE's long factors at every position, as engines configured "
             f"with a maximum length above original_max_position ({original}) do (vLLM by "
             "max_model_len, llama.cpp by n_ctx); the oracle chose the short factors by the "
             f"length {told}: pass seq_len=<the engine's configured length> (e.g. "
-            f"seq_len={length}, max_position_embeddings).",
+            f"seq_len={length}{named}).",
         )
         return
     yield (
@@ -227,7 +229,7 @@ def configured_length(c: Comparison) -> Diagnosis | None:
     """
     spec = c.setup.spec
     rule = spec.scaling
-    if rule is None or spec.freqs is not None or not is_length_dependent(rule):
+    if rule is None or not is_length_dependent(rule):
         return None
     if isinstance(rule, rules.LongRoPE):
         candidates = _longrope(c.setup.seq_len, rule)
