@@ -62,7 +62,8 @@ def test_v4_rotates_the_last_features_with_deepseeks_yarn(vllm) -> None:
     cases = [c for c in vllm.CASES if c.label.startswith("DeepseekV4")]
     assert [c.inverse for c in cases] == [False, True]
     for case in cases:
-        y = vllm.make_runner(case)(x.copy(), p)
+        runner = vllm.inverse_runner if case.inverse else vllm.make_runner
+        y = runner(case)(x.copy(), p)
         np.testing.assert_allclose(y, _expected(x, p, -1.0 if case.inverse else 1.0), atol=2e-3)
         spec = vllm.spec_of(case)
         assert spec.rotary_start == D - ROTARY
@@ -70,6 +71,9 @@ def test_v4_rotates_the_last_features_with_deepseeks_yarn(vllm) -> None:
         first = dataclasses.replace(spec, rotary_start=0)  # the features V3's class rotates
         assert not rope_report(y, x, first, p, inverse=case.inverse).ok
         assert not rope_report(y, x, spec, p, inverse=not case.inverse).ok
+    # the inverse row binds its keyword on vLLM's shared module for its call only
+    again = vllm.make_runner(cases[0])(x.copy(), p)
+    np.testing.assert_allclose(again, _expected(x, p, 1.0), atol=2e-3)
 
 
 def test_deepseek_llama_scaling_is_deepseeks_yarn(vllm) -> None:

@@ -16,6 +16,7 @@ that says why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import warnings
 from collections.abc import Iterator
@@ -58,12 +59,12 @@ class Case:
     params: dict[str, Any]  # vLLM's rope_parameters
     hf: dict[str, Any] | None = None  # HF rope_parameters, when they differ from vLLM's
     neox: bool = True
+    rotary_last: bool = False  # the rotated features are the last ones (DeepSeek V4)
+    inverse: bool = False  # forward_native(..., inverse=True): sin negated (DeepSeek V4)
     model_type: str | None = None
     max_position_embeddings: int = MAX_MODEL_LEN
     seq_len: int | None = None
     why_not: str | None = None  # the class has no RopeSpec form
-    rotary_last: bool = False  # the rotated features are the last ones (DeepSeek V4)
-    inverse: bool = False  # forward_native(..., inverse=True): sin negated (DeepSeek V4)
 
 
 _LONG = [1.0 + 0.5 * j for j in range(HEAD_DIM // 2)]
@@ -122,6 +123,16 @@ CASES: tuple[Case, ...] = (
         max_position_embeddings=163840,
     ),
     Case(
+        "Llama3RotaryEmbedding, factor=8, low/high 1/4, original 8192",
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    ),
+    Case(
         "DeepseekScalingRotaryEmbedding (rope_type=deepseek_llama_scaling), factor=40",
         {"rope_type": "deepseek_llama_scaling", **_DEEPSEEK},
         hf={"rope_type": "yarn", **_DEEPSEEK},
@@ -144,16 +155,6 @@ CASES: tuple[Case, ...] = (
         max_position_embeddings=163840,
         rotary_last=True,
         inverse=True,
-    ),
-    Case(
-        "Llama3RotaryEmbedding, factor=8, low/high 1/4, original 8192",
-        {
-            "rope_type": "llama3",
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
     ),
     Case(
         "Phi3LongRoPEScaledRotaryEmbedding, original 4096 (long factors: compared at "
@@ -287,10 +288,29 @@ def make_runner(case: Case) -> Any:
         q = _torch(tokens if "Deepseek" in type(module).__name__ else tokens.reshape(b * s, -1))
         ids = np.tile(p, b) if p.ndim == 1 else np.tile(p.T, (1, b))  # M-RoPE: (3, tokens)
         forward = getattr(module, "forward_native", module.forward)
-        inverse = {"inverse": True} if case.inverse else {}
         with _context():
-            out, _ = forward(_torch(ids), q, q.clone(), **inverse)
+            out, _ = forward(_torch(ids), q, q.clone())
         return np.swapaxes(_numpy(out).reshape(b, s, h, d), 1, 2)
+
+    return run
+
+
+def inverse_runner(case: Case) -> Any:
+    """`make_runner` with ``forward_native(..., inverse=True)`` (DeepSeek V4's sin negated).
+
+    The module is vLLM's cached one, shared with the forward row: the keyword is bound on
+    the instance for the call only.
+    """
+    forward = make_runner(case)
+
+    def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        module = build(case)
+        native = type(module).forward_native
+        module.forward_native = functools.partial(native, module, inverse=True)
+        try:
+            return np.asarray(forward(x, p))
+        finally:
+            del module.forward_native
 
     return run
 
@@ -305,7 +325,7 @@ def _entries() -> Iterator[Entry]:
             "vLLM get_rope + forward_native",
             case.label,
             spec,
-            make_runner(case),
+            (inverse_runner if case.inverse else make_runner)(case),
             seq_len=case.seq_len,
             inverse=case.inverse,
         )
