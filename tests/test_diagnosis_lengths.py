@@ -283,3 +283,27 @@ def test_correct_results_are_never_flagged(p: np.ndarray) -> None:
     longrope = _longrope(x, p, LONG if p.max() + 1 > ORIGINAL else SHORT)
     assert diagnose(longrope, x, _longrope_spec(), p) is None
     assert diagnose(_dynamic(x, p, float(p.max()) + 1.0), x, _dynamic_spec(), p) is None
+
+
+def test_every_entry_point_takes_the_configured_length() -> None:
+    """apply_rope, assert_rope_close, rope_report, diagnose and the RopeOracle fixture's
+    methods all take seq_len, and at the configured length agree with the formula."""
+    from rope_ref.testing import RopeOracle
+
+    x = _x(MIDDLE.size, 11).astype(np.float64)
+    want = rotate_pairs(x, MIDDLE[:, None] * _inv(_ntk_base(CONFIGURED)))
+    spec = _dynamic_spec()
+    oracle = RopeOracle()
+    for apply in (rr.apply_rope, oracle.apply):
+        got = np.asarray(apply(x, spec, MIDDLE, seq_len=CONFIGURED))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+    y = np.asarray(want, dtype=np.float32)
+    x32 = x.astype(np.float32)
+    for check in (assert_rope_close, oracle.assert_close):
+        check(y, x32, spec, MIDDLE, seq_len=CONFIGURED)
+    for report in (rope_report, oracle.report):
+        assert report(y, x32, spec, MIDDLE, seq_len=CONFIGURED).ok
+        assert not report(y, x32, spec, MIDDLE).ok
+    for find in (diagnose, oracle.diagnose):
+        assert find(y, x32, spec, MIDDLE, seq_len=CONFIGURED) is None
+        assert find(y, x32, spec, MIDDLE).cause == "seq_len"  # type: ignore[union-attr]
