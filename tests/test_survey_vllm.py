@@ -60,7 +60,7 @@ def _yarn_inv_freq(factor: float, original: int, beta_fast=32.0, beta_slow=1.0):
 
 
 def test_rows(vllm, found):
-    assert len(found) == len(vllm.CASES) == 24
+    assert len(found) == len(vllm.CASES) == 26
     refused = {
         "Fourier": "`use_fope` is true",
         "DualChunk": "three position sets",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 from typing import Any
 
@@ -102,6 +104,16 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     run = parser.add_argument_group("the search")
     run.add_argument("--max-position", type=int, default=32768, help="largest position")
+    run.add_argument(
+        "--seq-len",
+        type=float,
+        default=None,
+        metavar="L",
+        help="the length a length-dependent scaling rule (dynamic NTK, LongRoPE) is computed "
+        "at: the engine's configured maximum length (vLLM's max_model_len, llama.cpp's "
+        "n_ctx); the oracle, the tables handed over and a target that takes a seq_len "
+        "keyword all use it (default: the largest position of each call + 1)",
+    )
     run.add_argument("--examples", type=int, default=100, help="Hypothesis examples (100)")
     run.add_argument(
         "--dtype",
@@ -220,7 +232,9 @@ def _setup(args: argparse.Namespace) -> Any:
 
     check_options(args)
     spec = spec_from_args(args)
-    calling = calling_from_args(args, spec)
+    calling = dataclasses.replace(
+        calling_from_args(args, spec), seq_len=_seq_len(args.seq_len, OptionError)
+    )
     try:
         parse_target(args.target)
     except UsageError as err:
@@ -237,6 +251,16 @@ def _setup(args: argparse.Namespace) -> Any:
         result_dtype=args.result_dtype,
         max_ulps=args.max_ulps,
     )
+
+
+def _seq_len(value: float | None, error: type[Exception]) -> float | None:
+    """`--seq-len` checked: a finite length of at least 1, or None."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 1:
+        msg = f"--seq-len must be a finite length of at least 1; got {value!r}."
+        raise error(msg)
+    return value
 
 
 def _describe_spec(spec: Any) -> str:
@@ -281,7 +305,8 @@ def _report_lines(args: argparse.Namespace, cfg: Any, report: Any) -> list[str]:
         f"  convention: {calling.convention}: {_convention_line(calling)}",
         f"  calling: {calling.array} arrays, axes {calling.axes}, positions "
         f"{calling.positions}{', in place' if calling.in_place else ''}",
-        f"  spec: {_describe_spec(cfg.spec)}",
+        f"  spec: {_describe_spec(cfg.spec)}"
+        + ("" if calling.seq_len is None else f", seq_len {calling.seq_len:g}"),
         f"  dtype {calling.dtype}"
         + (f" (results allowed in {cfg.result_dtype})" if cfg.result_dtype else "")
         + f", positions 0..{cfg.max_position}, angle precision "

@@ -82,7 +82,12 @@ def main(argv: list[str]) -> None:
 
 
 def _serve(job: Job, requests: IO[bytes], channel: _Channel) -> None:
-    from rope_ref.cli.check.conventions import TargetError, _n_positional, spec_keywords
+    from rope_ref.cli.check.conventions import (
+        TargetError,
+        _n_positional,
+        spec_keywords,
+        takes_seq_len,
+    )
     from rope_ref.cli.check.target import UsageError, describe_exception, load_target
     from rope_ref.cli.check.timeout import set_call_monitor
 
@@ -95,7 +100,8 @@ def _serve(job: Job, requests: IO[bytes], channel: _Channel) -> None:
     except TargetError as err:
         channel.send("import_failed", message=_safely(describe_exception, err.error))
         return
-    channel.send("imported", keywords=list(spec_keywords(fn)), n_positional=_n_positional(fn))
+    keywords = [*spec_keywords(fn), *(["seq_len"] if takes_seq_len(fn) else [])]
+    channel.send("imported", keywords=keywords, n_positional=_n_positional(fn))
     set_call_monitor(channel.send)
     while (request := read_message(requests)) is not None:
         case, spec = request

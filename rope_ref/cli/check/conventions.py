@@ -60,6 +60,7 @@ __all__ = [
     "oracle_setup",
     "run_case",
     "spec_keywords",
+    "takes_seq_len",
 ]
 
 CONVENTIONS = ("plain", "hf", "cos_sin", "complex", "full", "freqs")
@@ -83,6 +84,9 @@ class Calling:
     in_place: bool = False
     device: str = "cpu"
     timeout: float | None = None
+    #: The length the scaling rule is computed at (an engine's configured maximum length):
+    #: the oracle's and the tables' ``seq_len``; None: the largest position + 1.
+    seq_len: float | None = None
 
     @property
     def seq_axis(self) -> int:
@@ -183,8 +187,10 @@ def _positions_arg(p: np.ndarray, calling: Calling) -> Any:
     return p.copy()
 
 
-def _tables(spec: RopeSpec, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cos, sin = rope_cos_sin(spec, positions)
+def _tables(
+    spec: RopeSpec, positions: np.ndarray, seq_len: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    cos, sin = rope_cos_sin(spec, positions, seq_len=seq_len)
     return np.asarray(cos, dtype=np.float64), np.asarray(sin, dtype=np.float64)
 
 
@@ -203,14 +209,16 @@ def _full_tables(spec: RopeSpec, positions: np.ndarray, calling: Calling) -> tup
     """
     if calling.convention == "full":
         rows = positions if positions.ndim == 2 else positions[None, :]
-        cos, sin = _tables(spec, rows)
+        cos, sin = _tables(spec, rows, calling.seq_len)
         return (
             _array(_full_width(cos, spec.layout), calling),
             _array(_full_width(sin, spec.layout), calling),
         )
     import torch
 
-    angles = np.asarray(rope_angles(spec, positions.astype(np.float64)), dtype=np.float64)
+    angles = np.asarray(
+        rope_angles(spec, positions.astype(np.float64), seq_len=calling.seq_len), dtype=np.float64
+    )
     full = _full_width(angles, spec.layout)[:, None, None, :]
     dtype = torch.float64 if calling.dtype == "float64" else torch.float32
     return (torch.from_numpy(full).to(device=calling.device, dtype=dtype),)
@@ -244,15 +252,26 @@ def spec_keywords(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(n for n in ("spec", *SPEC_FIELDS) if n in names)
 
 
-def _keywords(fn: Callable[..., Any], spec: RopeSpec) -> dict[str, Any]:
+def takes_seq_len(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` takes a ``seq_len`` keyword by name (it then receives ``--seq-len``)."""
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return any(p.name == "seq_len" and p.kind in by_name for p in _parameters(fn) or [])
+
+
+def _keywords(
+    fn: Callable[..., Any], spec: RopeSpec, seq_len: float | None = None
+) -> dict[str, Any]:
     values = {name: getattr(spec, name, None) for name in SPEC_FIELDS}
     values["spec"] = spec
-    return {name: values[name] for name in spec_keywords(fn)}
+    given = {name: values[name] for name in spec_keywords(fn)}
+    if seq_len is not None and takes_seq_len(fn):
+        given["seq_len"] = seq_len
+    return given
 
 
 def _call(fn: Callable[..., Any], calling: Calling, spec: RopeSpec, *args: Any) -> Any:
     try:
-        return call_with_timeout(fn, args, _keywords(fn, spec), calling.timeout)
+        return call_with_timeout(fn, args, _keywords(fn, spec, calling.seq_len), calling.timeout)
     except TargetTimeoutError:
         raise
     except BaseException as err:  # any bug, exit or interrupt in the checked code is reported
@@ -326,7 +345,8 @@ def input_of(
 def oracle_setup(calling: Calling, case: Case, spec: RopeSpec, label: str) -> Setup:
     """The oracle's setup of the result `label` of `case`: its own input, grid and axis."""
     x = input_of(calling, case, spec, label, device="cpu")
-    return setup(x, spec, oracle_grid(case, calling, spec), seq_axis=calling.seq_axis)
+    grid = oracle_grid(case, calling, spec)
+    return setup(x, spec, grid, seq_axis=calling.seq_axis, seq_len=calling.seq_len)
 
 
 def run_case(fn: Callable[..., Any], calling: Calling, case: Case, spec: RopeSpec) -> list[Output]:
@@ -364,7 +384,7 @@ def call_target(
     if calling.convention == "hf":
         q, k = given("q"), given("k")
         rows = case.positions if case.positions.ndim == 2 else case.positions[None, :]
-        cos, sin = _tables(spec, rows)
+        cos, sin = _tables(spec, rows, calling.seq_len)
         cos_t = _array(_full_width(cos, spec.layout), calling)
         sin_t = _array(_full_width(sin, spec.layout), calling)
         result = _call(fn, calling, spec, q, k, cos_t, sin_t)
@@ -374,7 +394,7 @@ def call_target(
     if calling.convention in ("full", "freqs"):
         y = _call(fn, calling, spec, x, *_full_tables(spec, case.positions, calling))
         return [Returned("x", x if calling.in_place else _array_like(y, "x"))]
-    cos, sin = _tables(spec, case.positions)
+    cos, sin = _tables(spec, case.positions, calling.seq_len)
     if calling.convention == "cos_sin":
         cos_t, sin_t = (_array(t, calling) for t in (cos, sin))
         y = _call(fn, calling, spec, x, cos_t, sin_t)

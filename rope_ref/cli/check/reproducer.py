@@ -86,7 +86,10 @@ def _table_lines(spec: RopeSpec, calling: Calling) -> tuple[list[str], list[str]
         if spec.layout == "half"
         else "wide = lambda t: np.repeat(t, 2, axis=-1)"
     )
-    tables = "cos, sin = (np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, {}))"
+    length = "" if calling.seq_len is None else f", seq_len={calling.seq_len!r}"
+    tables = (
+        "cos, sin = (np.asarray(t, dtype=np.float64) for t in rope_cos_sin(spec, {}" + length + "))"
+    )
     rows = "positions if positions.ndim == 2 else positions[None, :]"
     convention = calling.convention
     if convention in ("hf", "full"):
@@ -108,7 +111,9 @@ def _table_lines(spec: RopeSpec, calling: Calling) -> tuple[list[str], list[str]
     return [
         "from rope_ref import rope_angles",
         wide,
-        "angles = np.asarray(rope_angles(spec, positions.astype(np.float64)), dtype=np.float64)",
+        "angles = np.asarray(rope_angles(spec, positions.astype(np.float64)"
+        + length
+        + "), dtype=np.float64)",
         f"freqs = torch.from_numpy(wide(angles)[:, None, None, :]).to({to}.{dtype})",
     ], ["freqs"]
 
@@ -159,7 +164,11 @@ def reproducer(
         table_lines, table_args = _table_lines(spec, calling)
         lines += table_lines
         args += table_args
-    given = "".join(f", {k}=spec" if k == "spec" else f", {k}=spec.{k}" for k in keywords)
+    given = "".join(
+        f", {k}=spec" if k == "spec" else f", {k}=spec.{k}" for k in keywords if k != "seq_len"
+    )
+    if calling.seq_len is not None and "seq_len" in keywords:
+        given += f", seq_len={calling.seq_len!r}"
     call = f"fn({', '.join(args)}{given})"
     names = list(inputs)
     if calling.in_place:
@@ -174,6 +183,7 @@ def reproducer(
         + (f", position_dtype={cfg.position_dtype!r}" if cfg.position_dtype else "")
         + (f", dtype={cfg.result_dtype!r}" if cfg.result_dtype else "")
         + (f", max_ulps={cfg.max_ulps!r}" if cfg.max_ulps is not None else "")
+        + (f", seq_len={calling.seq_len!r}" if calling.seq_len is not None else "")
     )
     grid = _grid(case, calling, spec)
     for salt, (name, shape) in enumerate(inputs.items()):

@@ -154,7 +154,7 @@ def _reproducer(
     from rope_ref.cli.check.reproducer import reproducer
 
     assert report.counterexample is not None
-    names = ("spec", *SPEC_FIELDS)
+    names = ("spec", *SPEC_FIELDS, "seq_len")
     taken = tuple(k for k in names if isinstance(keywords, list) and k in keywords)
     spec: RopeSpec = dataclasses.replace(cfg.spec, layout=report.layout)  # type: ignore[arg-type]
     return reproducer(target, cfg, spec, report.counterexample, taken, two_inputs)

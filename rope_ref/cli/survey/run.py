@@ -69,7 +69,10 @@ def check_entry(entry: Entry, max_position: int, seed: int = 0) -> list[RopeRepo
         y = entry.run(x.copy(), p.copy())
         role = getattr(entry, "role", None)  # xPos entries scale queries or keys
         seq_len = getattr(entry, "seq_len", None)  # an engine's configured length
-        reports.append(rope_report(y, x, entry.spec, p, role=role, seq_len=seq_len))
+        inverse = getattr(entry, "inverse", False)  # an engine's inverse rotation
+        reports.append(
+            rope_report(y, x, entry.spec, p, role=role, seq_len=seq_len, inverse=inverse)
+        )
     return reports
 
 

@@ -16,6 +16,7 @@ that says why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import warnings
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ class VllmEntry(Entry):
     """An entry called below `MAX_MODEL_LEN`, compared at `seq_len` where the rule takes one."""
 
     seq_len: int | None = None
+    inverse: bool = False  # the module's inverse rotation (DeepSeek V4's ``inverse=True``)
 
     def position_sets(self, max_position: int) -> list[np.ndarray]:
         """The survey's positions, at most the configured maximum length less one."""
@@ -57,6 +59,8 @@ class Case:
     params: dict[str, Any]  # vLLM's rope_parameters
     hf: dict[str, Any] | None = None  # HF rope_parameters, when they differ from vLLM's
     neox: bool = True
+    rotary_last: bool = False  # the rotated features are the last ones (DeepSeek V4)
+    inverse: bool = False  # forward_native(..., inverse=True): sin negated (DeepSeek V4)
     model_type: str | None = None
     max_position_embeddings: int = MAX_MODEL_LEN
     seq_len: int | None = None
@@ -78,6 +82,8 @@ _DEEPSEEK = {
     "mscale": 1.0,
     "mscale_all_dim": 1.0,
 }
+#: DeepSeek V4's: DeepSeek's YaRN on the last rotary_dim features (``is_deepseek_v4``).
+_DEEPSEEK_V4 = {**_DEEPSEEK, "is_deepseek_v4": True, "partial_rotary_factor": 0.5}
 
 CASES: tuple[Case, ...] = (
     Case("RotaryEmbedding, is_neox_style=True", {"rope_type": "default"}),
@@ -121,13 +127,6 @@ CASES: tuple[Case, ...] = (
         max_position_embeddings=163840,
     ),
     Case(
-        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), factor=40, mscale=mscale_all_dim=1 "
-        "(float32 cos/sin cache, the last rotary_dim features)",
-        {"rope_type": "deepseek_yarn", **_DEEPSEEK, "is_deepseek_v4": True},
-        hf={"rope_type": "yarn", **_DEEPSEEK},
-        max_position_embeddings=163840,
-    ),
-    Case(
         "Llama3RotaryEmbedding, factor=8, low/high 1/4, original 8192",
         {
             "rope_type": "llama3",
@@ -136,6 +135,30 @@ CASES: tuple[Case, ...] = (
             "high_freq_factor": 4.0,
             "original_max_position_embeddings": 8192,
         },
+    ),
+    Case(
+        "DeepseekScalingRotaryEmbedding (rope_type=deepseek_llama_scaling), factor=40",
+        {"rope_type": "deepseek_llama_scaling", **_DEEPSEEK},
+        hf={"rope_type": "yarn", **_DEEPSEEK},
+        max_position_embeddings=163840,
+    ),
+    Case(
+        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), factor=40, GPT-J pairs, "
+        "partial_rotary_factor=0.5 (the last 32 features rotate)",
+        {**_DEEPSEEK_V4, "rope_type": "deepseek_yarn"},
+        hf={**_DEEPSEEK_V4, "rope_type": "yarn"},
+        neox=False,
+        max_position_embeddings=163840,
+        rotary_last=True,
+    ),
+    Case(
+        "DeepseekV4ScalingRotaryEmbedding (is_deepseek_v4), forward_native(inverse=True)",
+        {**_DEEPSEEK_V4, "rope_type": "deepseek_yarn"},
+        hf={**_DEEPSEEK_V4, "rope_type": "yarn"},
+        neox=False,
+        max_position_embeddings=163840,
+        rotary_last=True,
+        inverse=True,
     ),
     Case(
         "Phi3LongRoPEScaledRotaryEmbedding, original 4096 (long factors: compared at "
@@ -230,6 +253,8 @@ def spec_of(case: Case) -> RopeSpec | str:
             spec = RopeSpec.from_hf(hf_config(case))
     except (ValueError, TypeError, KeyError, NotImplementedError) as err:
         return f"RopeSpec.from_hf refuses the config: {err}".splitlines()[0][:240]
+    if case.rotary_last:
+        spec = dataclasses.replace(spec, rotary_start=spec.head_dim - spec._rotary_dim)
     return spec if case.neox else dataclasses.replace(spec, layout="interleaved")
 
 
@@ -295,6 +320,26 @@ def make_runner(case: Case) -> Any:
     return run
 
 
+def inverse_runner(case: Case) -> Any:
+    """`make_runner` with ``forward_native(..., inverse=True)`` (DeepSeek V4's sin negated).
+
+    The module is vLLM's cached one, shared with the forward row: the keyword is bound on
+    the instance for the call only.
+    """
+    forward = make_runner(case)
+
+    def run(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        module = build(case)
+        native = type(module).forward_native
+        module.forward_native = functools.partial(native, module, inverse=True)
+        try:
+            return np.asarray(forward(x, p))
+        finally:
+            del module.forward_native
+
+    return run
+
+
 def _entries() -> Iterator[Entry]:
     for case in CASES:
         spec = spec_of(case)
@@ -305,8 +350,9 @@ def _entries() -> Iterator[Entry]:
             "vLLM get_rope + forward_native",
             case.label,
             spec,
-            make_runner(case),
+            (inverse_runner if case.inverse else make_runner)(case),
             seq_len=case.seq_len,
+            inverse=case.inverse,
         )
 
 

@@ -18,6 +18,7 @@ from rope_ref.testing._diagnosis.features import rotary_range, scale
 from rope_ref.testing._diagnosis.frequencies import frequencies
 from rope_ref.testing._diagnosis.ladders import axis_ladders
 from rope_ref.testing._diagnosis.layout import direction_or_layout, table_layout
+from rope_ref.testing._diagnosis.lengths import configured_length
 from rope_ref.testing._diagnosis.multi_axis import partly_right_pairs, sections
 from rope_ref.testing._diagnosis.positions import (
     identity_beyond,
@@ -57,6 +58,7 @@ CHECKS: tuple[Check, ...] = (
     scale,
     yarn_ramp,
     rule_parameters,
+    configured_length,
     scaling,
     position_precision,
     rounded_inputs,

@@ -48,6 +48,8 @@ CAUSES: dict[str, str] = {
     "attention_factor": "attention factor (scale of cos/sin) missing, doubled or wrong",
     "precision": "precision (positions, inverse frequencies, angles or cos/sin rounded low)",
     "scaling": "wrong or missing scaling rule (family, factor, context length or a parameter)",
+    "seq_len": "a length-dependent rule at another length (an engine's configured maximum "
+    "length, e.g. vLLM's max_model_len): pass seq_len",
     "sections": "multi-axis (M-RoPE) mistake: sections, section order, axis order, 1-D",
     "frequencies": "wrong frequencies (base, exponent, rotary_dim, a per-axis ladder's base)",
     "xpos_role": "an xPos query scaled like a key, or a key like a query",
