@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_ref as rr
-from rope_ref._engine import api, fast_path
+from rope_ref._engine import fast_path, runner
 from rope_ref._engine.table_cache import offset_cache
 
 pytestmark = pytest.mark.skipif(
@@ -26,7 +26,7 @@ EXACT_INT = fast_path.EXACT_INT
 def general_path(*args: Any, **kwargs: Any) -> np.ndarray:
     """`apply_rope` with the short road closed: validation and tables of the general path."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(api, "numpy_kernel_call", lambda *a: None)
+    mp.setattr(runner, "numpy_kernel_call", lambda *a: None)
     try:
         return rr.apply_rope(*args, **kwargs)
     finally:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import api, fast_path
+from rope_ref._engine import fast_path, runner
 from rope_ref._engine.table_cache import offset_cache
 
 pytest.importorskip("numba")
@@ -81,7 +81,7 @@ def short_road(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(api, "numpy_kernel_call", spy)
+    monkeypatch.setattr(runner, "numpy_kernel_call", spy)
     return taken
 
 

@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.runner import general_qk, host
 
-__all__ = ["JAX_ALIGNMENT", "adopt", "aligned_empty", "on_one_cpu", "rotate", "rotate_qk", "usable"]
+__all__ = [
+    "JAX_ALIGNMENT",
+    "adopt",
+    "aligned_empty",
+    "is_concrete",
+    "on_one_cpu",
+    "rotate",
+    "rotate_qk",
+    "usable",
+]
 
 #: Bytes the outputs are aligned to, so that JAX adopts them without a copy.
 JAX_ALIGNMENT = 64
@@ -41,6 +50,12 @@ def usable(x: Any) -> bool:
     if known is None:
         known = _kernel_dtypes[dtype] = dtype.name in _DTYPES
     return known and device.platform == "cpu"
+
+
+def is_concrete(x: object) -> bool:
+    """Whether `x` is a concrete JAX array (not a tracer; checked without importing JAX)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.Array) and type(x).__name__ == "ArrayImpl"
 
 
 def on_one_cpu(x: Any) -> bool:
@@ -73,8 +88,6 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
 
 
 def rotate(
-    fn: Callable[..., Any],
-    kernel: ModuleType,
     x: Any,
     spec: Any,
     positions: Any,
@@ -85,25 +98,17 @@ def rotate(
     form: Any,
     role: Any,
 ) -> Any:
-    """`fn` (``apply_rope``, backend="numba") of JAX array `x`, read in place, as JAX.
+    """The runner (backend="numba") on JAX array `x`, read in place, as JAX.
 
-    `kernel` is the Numba kernel; `positions` are on the host (NumPy) or None.
+    `positions` are on the host (NumPy) or None.
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    result = None
-    if positions is None and role is None and form == "rotate_half":
-        result = numpy_kernel_call(kernel, xn, spec, offset, seq_axis, inverse, seq_len, out)
-    if result is None:
-        fn(xn, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-           seq_len=seq_len, form=form, backend="numba", out=out, role=role)  # fmt: skip
+    host(xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
     return adopt(out, x)
 
 
 def rotate_qk(
-    fn: Callable[..., Any],
-    one: Callable[..., Any],
-    kernel: ModuleType,
     q: Any,
     k: Any,
     spec: Any,
@@ -115,19 +120,18 @@ def rotate_qk(
     seq_len: Any,
     form: Any,
 ) -> tuple[Any, Any]:
-    """`fn` (``apply_rope_qk``) of JAX arrays `q` and `k`; positions on the host or None.
+    """The runner's queries and keys of JAX arrays `q` and `k`; positions on the host or None.
 
-    The calls that are two `one` (``apply_rope``) calls, bit for bit, are made so: one
-    aligned output each, adopted by JAX.
+    The calls that are two `rotate` calls, bit for bit, are made so: one aligned output
+    each, adopted by JAX.
     """
     shift = _query_shift(q, k, spec, positions, k_positions, offset, seq_axis, seq_len)
     if shift is not None:
         rest = (seq_axis, inverse, seq_len, form, None)
-        return (rotate(one, kernel, q, spec, None, offset + shift, *rest),
-                rotate(one, kernel, k, spec, None, offset, *rest))  # fmt: skip
-    pair = fn(np.asarray(q), np.asarray(k), spec, positions, k_positions=k_positions,
-              offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
-              backend="numba")  # fmt: skip
+        return (rotate(q, spec, None, offset + shift, *rest),
+                rotate(k, spec, None, offset, *rest))  # fmt: skip
+    pair = general_qk(np.asarray(q), np.asarray(k), spec, positions, k_positions, offset,
+                      seq_axis, inverse, seq_len, form, "numba")  # fmt: skip
     return adopt(pair[0], q), adopt(pair[1], k)
 
 
