@@ -35,13 +35,13 @@ host emulation records them). The copy costs a fraction of a microsecond.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
+from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.runner import general, general_qk
@@ -551,17 +551,12 @@ _OFFSET, _CAPACITY = _INDEX["position_offset"], _INDEX["capacity"]
 _INV_FREQ, _FACTOR = _INDEX["inv_freq"], _INDEX["factor"]
 
 
-@functools.lru_cache(maxsize=64)
-def _default_spec(head_dim: int) -> RopeSpec:
-    return RopeSpec(head_dim=head_dim)
-
-
 def _kernel_spec(spec: object, head_dim: object, seq_len: object) -> RopeSpec | None:
     """`spec` (the default for None) when this path can serve it, else None."""
     if type(head_dim) is not int:
         return None
     if spec is None:
-        spec = _default_spec(head_dim)
+        spec = cached_default_spec(head_dim)  # None: an invalid head_dim, said by the general path
     if type(spec) is not RopeSpec or spec.head_dim != head_dim:
         return None
     if spec.xpos is not None or spec.sections is not None or spec.output_layout is not None:

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.dispatch import available_backends
+from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
 from rope_ref._engine.torch_views import compiling, torch_direct, torch_direct_qk
 
 from . import autograd as torch_autograd
@@ -226,7 +226,7 @@ def apply_qk_cuda(
                     "rotate_half")  # fmt: skip
 
 
-_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_KERNEL_DTYPES = tuple(getattr(torch, name) for name in KERNEL_DTYPES["cupy"])
 
 
 def _kernel_dtype(x: torch.Tensor) -> bool:

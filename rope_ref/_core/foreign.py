@@ -64,11 +64,9 @@ def on_host(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
     `rope_ref.apply_rope` and `apply_rope_qk` call it when ``is_mlx_array(x)``, with a road
     of the engine's runner as `fn`, after their short roads (which take NumPy arrays and
-    tensors alone), so those pay nothing for it.
+    tensors alone), so those pay nothing for it. An `out` for MLX arrays (immutable) is
+    refused before, by the engine, as for JAX arrays.
     """
-    if kwargs.get("out") is not None:
-        msg = "`out` must be None for MLX arrays (they are immutable); got an array."
-        raise TypeError(msg)
     host = [_compute_array(a) if is_mlx_array(a) else a for a in args]
     moved = {k: _compute_array(v) if is_mlx_array(v) else v for k, v in kwargs.items()}
     result = fn(*host, **moved)

@@ -22,11 +22,11 @@ from types import ModuleType
 import numpy as np
 
 from rope_ref._core.aliases import Array, BackendName, Form, Role
-from rope_ref._core.foreign import is_mlx_array, on_host
+from rope_ref._core.foreign import host_array, is_mlx_array, on_host
 from rope_ref._core.laid_out import laid_out_positions
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
-from rope_ref._engine.runner import general, general_qk, host, short_road
+from rope_ref._engine.runner import general, general_qk, host, refuse_out, short_road
 
 #: `laid_out_positions` stays importable from here (the checker reads it).
 __all__ = ["apply_rope", "apply_rope_qk", "laid_out_positions"]
@@ -162,8 +162,10 @@ def apply_rope(
         if result is not None:
             return result
     if is_mlx_array(x):  # checked here, not by a decorator: the roads above stay short
+        if out is not None:
+            refuse_out(host_array(x), "MLX", spec, form, backend, inverse)
         return on_host(host, x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                       backend, out=out, role=role)  # fmt: skip
+                       backend, None, role)  # fmt: skip
     if _cuda_backend(backend):
         return _cuda_call().run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
                                 backend, out, role)  # fmt: skip

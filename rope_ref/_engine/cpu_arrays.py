@@ -28,9 +28,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rope_ref._engine import jax_arrays
-from rope_ref._engine.dispatch import load_backend
+from rope_ref._engine.dispatch import KERNEL_DTYPES, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
+from rope_ref._engine.runner import general
 from rope_ref._engine.torch_views import (
     bfloat16_dtype,
     compiling,
@@ -180,22 +181,17 @@ def apply(
     if kind == "torch":
         if not _torch_usable(x, "x", backend):
             return None
+        needed = operators_needed(x, positions)
         if out is not None:
-            _check_torch_out(x, out)
-        if operators_needed(x, positions):
-            if out is not None:
-                msg = (
-                    "`out` must be None when `x` records gradients or is under a "
-                    "torch.func transform; got a tensor."
-                )
-                raise ValueError(msg)
+            _check_torch_out(x, out, needed, args)
+        if needed:
             return _torch_ops().apply(*args, x=x)
         return torch_direct(x, out, *args)
     if _numba() is None or not jax_arrays.usable(x):
         return None
-    if out is not None:
-        msg = "`out` must be None for JAX arrays (they are immutable); got an array."
-        raise TypeError(msg)
+    if out is not None:  # refused by the general path, after the arguments checked before
+        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
+                       out, role)  # fmt: skip
     return jax_arrays.rotate(x, spec, host_positions(positions), offset, seq_axis, inverse,
                              seq_len, form, role)  # fmt: skip
 
@@ -277,7 +273,7 @@ def _traceable(x: Any) -> bool:
     """Whether the custom operators take tensor `x` (checked without the caches)."""
     import torch
 
-    dtypes = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    dtypes = [getattr(torch, name) for name in KERNEL_DTYPES["numba"]]
     return bool(x.is_cpu) and x.dtype in dtypes
 
 
@@ -288,7 +284,20 @@ def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
     return _torch_ops().apply(*args, x=x)
 
 
-def _check_torch_out(x: Any, out: Any) -> None:
+def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> None:
+    """Raise if `out` is not for tensor `x`; `needed`: the call needs the custom operators.
+
+    The other arguments' mistakes are reported first, as for a NumPy `x`: the call is run
+    without `out` (on the error's road only) before the error about `out` is raised.
+    """
+    try:
+        _check_tensor_out(x, out, needed)
+    except (TypeError, ValueError):
+        torch_direct(x, None, *args)
+        raise
+
+
+def _check_tensor_out(x: Any, out: Any, needed: bool) -> None:
     if array_kind(out) != "torch":
         msg = f"`out` must be a torch tensor for a tensor `x`; got {type(out).__name__}."
         raise TypeError(msg)
@@ -297,4 +306,10 @@ def _check_torch_out(x: Any, out: Any) -> None:
         raise ValueError(msg)
     if out.device.type != "cpu" or out.is_neg() or out.is_conj():
         msg = f"`out` must be a plain CPU tensor like `x`; got one on {out.device}."
+        raise ValueError(msg)
+    if needed:
+        msg = (
+            "`out` must be None when `x` records gradients or is under a "
+            "torch.func transform; got a tensor."
+        )
         raise ValueError(msg)

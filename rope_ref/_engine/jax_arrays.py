@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.dispatch import KERNEL_DTYPES
 from rope_ref._engine.runner import general_qk, host
 
 __all__ = [
@@ -36,7 +38,7 @@ __all__ = [
 #: Bytes the outputs are aligned to, so that JAX adopts them without a copy.
 JAX_ALIGNMENT = 64
 #: The dtypes the kernel takes, by name (bfloat16 is ml_dtypes', which JAX uses).
-_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+_DTYPES = frozenset(KERNEL_DTYPES["numba"])
 
 
 def usable(x: Any) -> bool:
@@ -154,6 +156,11 @@ def _query_shift(
     if positions is not None or k_positions is not None or type(offset) is not int:
         return None
     if not (spec is None or (type(spec) is RopeSpec and spec.xpos is None)):
+        return None
+    head_dim = q.shape[-1]
+    if k.shape[-1] != head_dim or (spec or cached_default_spec(head_dim)) is None:
+        return None  # the general path names `q` or `k` in its error
+    if spec is not None and spec.head_dim != head_dim:
         return None
     if spec is not None and spec.scaling is not None and seq_len is None:
         return None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rope_ref._core.aliases import LAYOUTS, Array, Layout
 from rope_ref._core.compat import device
+from rope_ref._core.defaults import default_spec
 from rope_ref._core.reference import half_index_of_interleaved
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_choice, check_int
-from rope_ref._engine.runner import check_x, default_spec, resolve_spec
+from rope_ref._engine.runner import check_x, resolve_spec
 
 __all__ = ["convert_layout", "feature_order", "permute_weights"]
 

@@ -19,6 +19,7 @@ The layers: this module is below the kernels, which may import it; the public ca
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable
 from types import ModuleType
 from typing import Any
@@ -38,6 +39,8 @@ from rope_ref._core.compat import (
     is_real_floating,
     records_grad,
 )
+from rope_ref._core.defaults import default_spec
+from rope_ref._core.foreign import is_mlx_array
 from rope_ref._core.frequencies import (
     check_seq_len,
     inferred_seq_len,
@@ -62,17 +65,18 @@ from rope_ref._core.validation import (
     check_known_shape,
     check_not_masked,
 )
-from rope_ref._engine.dispatch import BACKENDS, load_backend, unusable_reason
+from rope_ref._engine.dispatch import BACKENDS, KERNEL_DTYPES, load_backend, unusable_reason
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
 from rope_ref._engine.table_cache import positions_key, table_cache
 
 __all__ = [
     "check_x",
-    "default_spec",
     "general",
     "general_qk",
     "host",
+    "immutable_kind",
+    "refuse_out",
     "resolve_spec",
     "short_road",
 ]
@@ -144,7 +148,7 @@ def general(
     form = check_choice("form", form, FORMS)
     name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
     inverse = check_bool("inverse", inverse)
-    _check_kernel_options(name, form, out)
+    _check_kernel_options(name, form, out, immutable_kind(x))
     _check_kernel_dtype(name, x, "x")
     if name == "exact":  # correctly rounded from the positions: no float64 tables
         return load_backend(name).apply(
@@ -286,18 +290,6 @@ def resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
     return spec
 
 
-def default_spec(head_dim: int, name: str, shape: tuple[int, ...]) -> RopeSpec:
-    """``RopeSpec(head_dim)`` for ``spec=None``; an error names the array it came from."""
-    try:
-        return RopeSpec(head_dim=head_dim)
-    except ValueError as err:
-        msg = (
-            f"`{name}` must give a valid head_dim when spec is None (head_dim = {head_dim} "
-            f"from shape {shape}): {err}"
-        )
-        raise ValueError(msg) from err
-
-
 def _tables_for(
     x: Array,
     spec: RopeSpec,
@@ -437,7 +429,7 @@ def _kernel_qk(
     xp: ArrayNamespace,
 ) -> tuple[Array, Array]:
     """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
-    _check_kernel_options(name, form, None)
+    _check_kernel_options(name, form, None, None)
     _check_kernel_dtype(name, q, "q")
     _check_kernel_dtype(name, k, "k")
     (cq, sq), (ck, sk) = (
@@ -466,7 +458,36 @@ def _written(spec: RopeSpec) -> dict[str, str]:
     return {} if spec.output_layout is None else {"output_layout": spec.output_layout}
 
 
-def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
+def refuse_out(
+    x: Any, kind: str, spec: RopeSpec | None, form: Any, backend: Any, inverse: Any
+) -> None:
+    """Raise as `general` does for an `out` given with an array of immutable `kind`.
+
+    `x` is the array read on the host; what `general` checks before `out` is checked first.
+    """
+    check_x(x, "x")
+    resolve_spec(spec, x)
+    form = check_choice("form", form, FORMS)
+    name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
+    check_bool("inverse", inverse)
+    _check_kernel_options(name, form, x, kind)
+
+
+def immutable_kind(a: object) -> str | None:
+    """``"JAX"`` or ``"MLX"`` for an array of a kind that cannot be written, else None."""
+    if is_mlx_array(a):
+        return "MLX"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(a, jax.Array):
+        return "JAX"
+    return None
+
+
+def _check_kernel_options(name: str, form: Form, out: Array | None, immutable: str | None) -> None:
+    """`out` and `form` against the backend; `immutable`: x's kind when it cannot be written."""
+    if out is not None and immutable is not None:
+        msg = f"`out` must be None for {immutable} arrays (they are immutable); got an array."
+        raise TypeError(msg)
     if name == "reference":
         if out is not None:
             msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
@@ -478,7 +499,7 @@ def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
 
 def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
     """TypeError naming the backend when its kernel does not take x's dtype."""
-    dtypes = _KERNEL_DTYPES.get(name)
+    dtypes = KERNEL_DTYPES.get(name)
     if dtypes is not None and dtype_name(x.dtype) not in dtypes:
         msg = f"`{what}` must be one of {', '.join(dtypes)} for backend={name!r}; got {x.dtype}."
         raise TypeError(msg)
@@ -505,13 +526,6 @@ def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
         return None
 
 
-#: The dtypes each kernel rotates; "auto" gives the reference anything else.
-_KERNEL_DTYPES = {
-    "numba": ("float16", "bfloat16", "float32", "float64"),
-    "cupy": ("float16", "bfloat16", "float32", "float64"),
-}
-
-
 def _resolve_backend(backend: str, x: Array) -> str:
     """The backend for `x`: `backend` itself unless "auto".
 
@@ -533,6 +547,6 @@ def _resolve_backend(backend: str, x: Array) -> str:
         kernel = "cupy"
     else:
         return "reference"
-    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and unusable_reason(kernel) is None:
+    if dtype_name(x.dtype) in KERNEL_DTYPES[kernel] and unusable_reason(kernel) is None:
         return kernel
     return "reference"
