@@ -22,7 +22,7 @@ import numpy as np
 from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.dispatch import KERNEL_DTYPES
-from rope_ref._engine.runner import general_qk, host
+from rope_ref._engine.runner import general, general_qk, short_road
 
 __all__ = [
     "JAX_ALIGNMENT",
@@ -106,7 +106,9 @@ def rotate(
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    host(xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
+    args = (xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
+    if short_road(*args) is None:
+        general(*args)
     return adopt(out, x)
 
 

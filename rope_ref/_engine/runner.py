@@ -76,6 +76,9 @@ __all__ = [
     "general_qk",
     "host",
     "immutable_kind",
+    "numpy_ids_call",
+    "numpy_kernel",
+    "numpy_kernel_call",
     "refuse_out",
     "resolve_spec",
     "short_road",
@@ -119,7 +122,7 @@ def short_road(
 ) -> Any | None:
     """`host`'s short roads alone: the Numba kernel's result, or None (nothing checked)."""
     if role is None and form == "rotate_half":
-        kernel = _numpy_kernel(backend, x)
+        kernel = numpy_kernel(backend, x)
         if kernel is not None:
             if positions is None:
                 return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
@@ -516,7 +519,7 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
     return dtype
 
 
-def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
+def numpy_kernel(backend: object, x: object) -> ModuleType | None:
     """The Numba kernel module when it will rotate NumPy `x`, else None."""
     if type(x) is not np.ndarray or backend not in ("numba", "auto"):
         return None

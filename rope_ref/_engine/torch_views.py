@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rope_ref._engine import jax_arrays
-from rope_ref._engine.runner import general_qk, host
+from rope_ref._engine.runner import general, general_qk, short_road
 
 __all__ = [
     "TORCH_VIEWS",
@@ -113,6 +113,8 @@ def as_tensor(result: np.ndarray, like: Any) -> Any:
 
 def host_positions(a: Any) -> Any:
     """A CPU tensor or JAX CPU array of positions as NumPy (a view where it can be); else `a`."""
+    if a is None:
+        return None
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(a, torch.Tensor):
         if a.device.type != "cpu":
@@ -140,8 +142,10 @@ def torch_direct(
     """The runner on NumPy views of CPU tensor `x` (and `out`) with backend="numba", as torch."""
     xn = numpy_view(x)
     on = None if out is None else xn if out is x else numpy_view(out)
-    result = host(xn, spec, host_positions(positions), offset, seq_axis, inverse, seq_len, form,
-                  "numba", on, role)  # fmt: skip
+    p = host_positions(positions)
+    result = short_road(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+    if result is None:
+        result = general(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
     return out if out is not None else as_tensor(result, x)
 
 
