@@ -28,7 +28,7 @@ import array_api_compat
 import numpy as np
 
 from rope_ref._core import reference
-from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, Form, Role
+from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, Form
 from rope_ref._core.compat import (
     array_namespace,
     device,
@@ -65,6 +65,7 @@ from rope_ref._core.validation import (
     check_known_shape,
     check_not_masked,
 )
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import BACKENDS, KERNEL_DTYPES, load_backend, unusable_reason
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
@@ -81,6 +82,8 @@ __all__ = [
     "numpy_kernel_call",
     "refuse_out",
     "resolve_spec",
+    "rotate",
+    "rotate_qk",
     "short_road",
 ]
 
@@ -146,29 +149,25 @@ def general(
     role: Any,
 ) -> Any:
     """`apply_rope` of any array-API array: every argument checked, tables, the backend."""
+    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out, role)
+    return rotate(x, call)
+
+
+def rotate(x: Any, call: Call) -> Any:
+    """`general` of one `Call`: every argument checked, tables, the backend."""
     xp = check_x(x, "x")
-    spec = resolve_spec(spec, x)
-    form = check_choice("form", form, FORMS)
-    name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
-    inverse = check_bool("inverse", inverse)
-    _check_kernel_options(name, form, out, immutable_kind(x))
+    spec = resolve_spec(call.spec, x)
+    form = check_choice("form", call.form, FORMS)
+    name = _resolve_backend(check_choice("backend", call.backend, BACKENDS), x)
+    inverse = check_bool("inverse", call.inverse)
+    _check_kernel_options(name, form, call.out, immutable_kind(x))
     _check_kernel_dtype(name, x, "x")
     if name == "exact":  # correctly rounded from the positions: no float64 tables
         return load_backend(name).apply(
-            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-            seq_len=seq_len, role=role, out=out, xp=xp,
+            x, spec, call.positions, offset=call.offset, seq_axis=call.seq_axis,
+            inverse=inverse, seq_len=call.seq_len, role=call.role, out=call.out, xp=xp,
         )  # fmt: skip
-    cos, sin = _tables_for(
-        x,
-        spec,
-        positions,
-        offset=offset,
-        seq_axis=seq_axis,
-        seq_len=seq_len,
-        role=role,
-        xp=xp,
-        dtype=_table_dtype(name, x, xp),
-    )
+    cos, sin = _tables_for(x, spec, call, xp=xp, dtype=_table_dtype(name, x, xp))
     if name == "reference":
         return reference.rotate(
             x,
@@ -188,7 +187,7 @@ def general(
         layout=spec.layout,
         rotary_start=spec.rotary_start,
         inverse=inverse,
-        out=out,
+        out=call.out,
         **_written(spec),
     )
 
@@ -207,24 +206,32 @@ def general_qk(
     backend: Any,
 ) -> tuple[Any, Any]:
     """`apply_rope_qk` of any array-API arrays: one kernel launch where the kernel has one."""
+    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
+                k_positions=k_positions)  # fmt: skip
+    return rotate_qk(q, k, call)
+
+
+def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
+    """`general_qk` of one `Call`: the queries' and the keys' calls, then one launch or two."""
     xp = check_x(q, "q")
     if check_x(k, "k") is not xp:
         msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
         raise TypeError(msg)
-    spec = resolve_spec(spec, q, "q")
+    spec = resolve_spec(call.spec, q, "q")
     if k.shape[-1] != spec.head_dim:
         msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
         raise ValueError(msg)
+    positions, k_positions, offset = call.positions, call.k_positions, call.offset
     if k_positions is not None:
-        _check_key_positions(k_positions, k, spec, seq_axis)
+        _check_key_positions(k_positions, k, spec, call.seq_axis)
     if positions is None:
-        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
+        q_len = q.shape[normalize_seq_axis(call.seq_axis, q.ndim, "q")]
         # where apply_rope would make default positions: on k's device if it has float64,
         # else on the host (int32 or float32 positions would wrap or round)
         dev = device(k)
         pxp, pdev = (xp, dev) if has_float64(xp, dev) else (host_namespace(), None)
         if k_positions is None:
-            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
+            k_len = k.shape[normalize_seq_axis(call.seq_axis, k.ndim, "k")]
             k_positions = default_positions(
                 k_len, check_offset(offset), xp=pxp, dev=pdev, n_axes=spec.position_axes
             )
@@ -234,33 +241,25 @@ def general_qk(
         positions = _newest(k_positions, q_len, spec, xp=pxp, dev=pdev)
     elif k_positions is None:
         k_positions = positions
+    seq_len = call.seq_len
     if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
         seq_len = _joint_seq_len(spec, positions, k_positions, offset)
-    roles: tuple[Role | None, Role | None] = (
-        ("query", "key") if spec.xpos is not None else (None, None)
-    )
-    name = _resolve_backend(check_choice("backend", backend, BACKENDS), q)
+    xpos = spec.xpos is not None
+    shared = call.but(spec=spec, offset=offset, seq_len=seq_len, out=None, k_positions=None)
+    q_call = shared.but(positions=positions, role="query" if xpos else None)
+    k_call = shared.but(positions=k_positions, role="key" if xpos else None)
+    name = _resolve_backend(check_choice("backend", call.backend, BACKENDS), q)
     if name != "reference" and hasattr(load_backend(name), "rotate_qk"):
-        return _kernel_qk(
-            name,
-            q,
-            k,
-            spec,
-            (positions, k_positions),
-            roles,
-            offset=offset,
-            seq_axis=seq_axis,
-            inverse=check_bool("inverse", inverse),
-            seq_len=seq_len,
-            form=check_choice("form", form, FORMS),
-            xp=xp,
-        )
-    road = host if isinstance(q, np.ndarray) else general
-    q_rot, k_rot = (
-        road(a, spec, p, offset, seq_axis, inverse, seq_len, form, backend, None, role)
-        for a, p, role in ((q, positions, roles[0]), (k, k_positions, roles[1]))
-    )
-    return q_rot, k_rot
+        return _kernel_qk(name, q, k, q_call, k_call, xp)
+    if isinstance(q, np.ndarray):  # the host road, each (its short roads included)
+        return _host_call(q, q_call), _host_call(k, k_call)
+    return rotate(q, q_call), rotate(k, k_call)
+
+
+def _host_call(x: np.ndarray, call: Call) -> Any:
+    """`host` of one `Call`."""
+    return host(x, call.spec, call.positions, call.offset, call.seq_axis, call.inverse,
+                call.seq_len, call.form, call.backend, call.out, call.role)  # fmt: skip
 
 
 def check_x(x: Array, name: str) -> ArrayNamespace:
@@ -294,16 +293,7 @@ def resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
 
 
 def _tables_for(
-    x: Array,
-    spec: RopeSpec,
-    positions: Array | None,
-    *,
-    offset: object,
-    seq_axis: int,
-    seq_len: float | None,
-    role: Role | None,
-    xp: ArrayNamespace,
-    dtype: object | None,
+    x: Array, spec: RopeSpec, call: Call, *, xp: ArrayNamespace, dtype: object | None
 ) -> tuple[Array, Array]:
     """Validated positions laid out against x, then float64 cos/sin of the grid.
 
@@ -314,10 +304,7 @@ def _tables_for(
     """
 
     def build() -> tuple[Array, Array]:
-        cos, sin = _build_tables(
-            x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role,
-            xp=xp,
-        )  # fmt: skip
+        cos, sin = _build_tables(x, spec, call, xp=xp)
         if dtype is None or cos.dtype == dtype:
             return cos, sin
         return xp.astype(cos, dtype), xp.astype(sin, dtype)
@@ -325,12 +312,14 @@ def _tables_for(
     if not array_api_compat.is_numpy_namespace(xp):
         return build()
     # What the key holds is validated first: a cache hit must refuse what a miss refuses.
-    offset = check_offset(offset)
-    seq_axis = check_axis("seq_axis", seq_axis)
-    seq_len = check_seq_len(seq_len)
-    if not (positions is None or _plain_real_array(positions)):
+    checked = call.but(
+        offset=check_offset(call.offset),
+        seq_axis=check_axis("seq_axis", call.seq_axis),
+        seq_len=check_seq_len(call.seq_len),
+    )
+    if not (call.positions is None or _plain_real_array(call.positions)):
         return build()  # Python sequences, object arrays, masked arrays: validated there
-    key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
+    key = _cache_key(x, spec, checked, dtype)
     return build() if key is None else table_cache.get_or_build(key, build)
 
 
@@ -339,21 +328,14 @@ def _plain_real_array(positions: object) -> bool:
     return type(positions) is np.ndarray and positions.dtype.kind in "iuf"
 
 
-def _cache_key(
-    x: Array,
-    spec: RopeSpec,
-    positions: object,
-    offset: object,
-    seq_axis: object,
-    seq_len: object,
-    role: object,
-    dtype: object,
-) -> Hashable | None:
+def _cache_key(x: Array, spec: RopeSpec, call: Call, dtype: object) -> Hashable | None:
     """Everything that shapes the tables, by value; None when something cannot be keyed."""
-    p_key = positions_key(positions)
+    p_key = positions_key(call.positions)
     if p_key is None:
         return None
-    key = (spec, p_key, type(offset), offset, seq_axis, tuple(x.shape[:-1]), seq_len, role, dtype)
+    offset = call.offset
+    key = (spec, p_key, type(offset), offset, call.seq_axis, tuple(x.shape[:-1]), call.seq_len,
+           call.role, dtype)  # fmt: skip
     try:
         hash(key)
     except TypeError:  # e.g. a user scaling rule that is not hashable
@@ -362,18 +344,12 @@ def _cache_key(
 
 
 def _build_tables(
-    x: Array,
-    spec: RopeSpec,
-    positions: Array | None,
-    *,
-    offset: object,
-    seq_axis: int,
-    seq_len: float | None,
-    role: Role | None,
-    xp: ArrayNamespace,
+    x: Array, spec: RopeSpec, call: Call, *, xp: ArrayNamespace
 ) -> tuple[Array, Array]:
-    p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
-    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
+    p, pxp = laid_out_positions(
+        x, spec, call.positions, offset=call.offset, seq_axis=call.seq_axis, xp=xp
+    )
+    cos, sin = tables(spec, p, xp=pxp, seq_len=call.seq_len, role=call.role)
     return (cos, sin) if pxp is xp else move_tables(cos, sin, xp=xp, dev=device(x))
 
 
@@ -417,37 +393,19 @@ def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) ->
 
 
 def _kernel_qk(
-    name: str,
-    q: Array,
-    k: Array,
-    spec: RopeSpec,
-    positions: tuple[Array | None, Array | None],
-    roles: tuple[Role | None, Role | None],
-    *,
-    offset: float,
-    seq_axis: int,
-    inverse: bool,
-    seq_len: float | None,
-    form: Form,
-    xp: ArrayNamespace,
+    name: str, q: Array, k: Array, q_call: Call, k_call: Call, xp: ArrayNamespace
 ) -> tuple[Array, Array]:
     """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
+    spec = q_call.spec
+    assert spec is not None  # resolved by `rotate_qk`
+    form = check_choice("form", q_call.form, FORMS)
+    inverse = check_bool("inverse", q_call.inverse)
     _check_kernel_options(name, form, None, None)
     _check_kernel_dtype(name, q, "q")
     _check_kernel_dtype(name, k, "k")
     (cq, sq), (ck, sk) = (
-        _tables_for(
-            a,
-            spec,
-            p,
-            offset=offset,
-            seq_axis=seq_axis,
-            seq_len=seq_len,
-            role=role,
-            xp=xp,
-            dtype=_table_dtype(name, a, xp),
-        )
-        for a, p, role in zip((q, k), positions, roles, strict=True)
+        _tables_for(a, spec, c, xp=xp, dtype=_table_dtype(name, a, xp))
+        for a, c in ((q, q_call), (k, k_call))
     )
     q_rot, k_rot = load_backend(name).rotate_qk(
         q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse,
