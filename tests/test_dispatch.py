@@ -331,3 +331,19 @@ def test_rope_angles_takes_its_arguments_by_name_and_backend_only_by_name():
     np.testing.assert_array_equal(angles, np.arange(3)[:, None] * np.array([1.0, 0.01]))
     with pytest.raises(TypeError):
         rr.rope_angles(spec, [0, 1], None, "reference")  # type: ignore[call-arg]
+
+
+def test_the_registry_says_which_kernels_rotate_queries_and_keys_in_one_launch():
+    """Catches: a kernel module given (or stripped of) ``rotate_qk`` without its registry
+    row, read from each kernel module's source (the CUDA one imports CuPy)."""
+    import ast
+    import importlib.util
+
+    for name, (module_name, _) in dispatch._REGISTRY.items():
+        spec = importlib.util.find_spec(module_name)
+        assert spec is not None
+        assert spec.origin is not None
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert ("rotate_qk" in defined) == (name in dispatch.QK_KERNELS), name

@@ -10,7 +10,14 @@ from types import ModuleType
 
 from rope_ref._core.aliases import BackendName
 
-__all__ = ["BACKENDS", "KERNEL_DTYPES", "available_backends", "load_backend", "unusable_reason"]
+__all__ = [
+    "BACKENDS",
+    "KERNEL_DTYPES",
+    "QK_KERNELS",
+    "available_backends",
+    "load_backend",
+    "unusable_reason",
+]
 
 # name -> (module that provides rotate(), the optional dependency it needs)
 _REGISTRY: dict[str, tuple[str, str | None]] = {
@@ -27,6 +34,8 @@ KERNEL_DTYPES: dict[str, tuple[str, ...]] = {
     "numba": ("float16", "bfloat16", "float32", "float64"),
     "cupy": ("float16", "bfloat16", "float32", "float64"),
 }
+#: The kernels whose module has ``rotate_qk``: queries and keys in one launch.
+QK_KERNELS: frozenset[str] = frozenset({"cupy"})
 # How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).
 INSTALL_HINTS = {
     "numba": "pip install 'rope-ref[numba]'",

@@ -66,7 +66,13 @@ from rope_ref._core.validation import (
     check_not_masked,
 )
 from rope_ref._engine.call import Call
-from rope_ref._engine.dispatch import BACKENDS, KERNEL_DTYPES, load_backend, unusable_reason
+from rope_ref._engine.dispatch import (
+    BACKENDS,
+    KERNEL_DTYPES,
+    QK_KERNELS,
+    load_backend,
+    unusable_reason,
+)
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
 from rope_ref._engine.table_cache import positions_key, table_cache
@@ -249,7 +255,7 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     q_call = shared.but(positions=positions, role="query" if xpos else None)
     k_call = shared.but(positions=k_positions, role="key" if xpos else None)
     name = _resolve_backend(check_choice("backend", call.backend, BACKENDS), q)
-    if name != "reference" and hasattr(load_backend(name), "rotate_qk"):
+    if name in QK_KERNELS:
         return _kernel_qk(name, q, k, q_call, k_call, xp)
     if isinstance(q, np.ndarray):  # the host road, each (its short roads included)
         return _host_call(q, q_call), _host_call(k, k_call)
