@@ -22,7 +22,7 @@ import pytest
 
 import rope_ref as rr
 from rope_ref._core import reference
-from rope_ref._engine import cpu_arrays
+from rope_ref._engine import cpu_arrays, torch_views
 
 torch = pytest.importorskip("torch")
 
@@ -78,7 +78,7 @@ def no_reference(*args: object, **kwargs: object) -> None:
 def first_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a new process: no array type, tensor view or short road known yet."""
     monkeypatch.setattr(cpu_arrays, "_kinds", {})
-    monkeypatch.setattr(cpu_arrays, "_torch_views", {})
+    monkeypatch.setattr(torch_views, "TORCH_VIEWS", {})
     monkeypatch.setattr(cpu_arrays, "_short_roads", {})
 
 
@@ -91,7 +91,7 @@ def no_kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         raise error(name)
 
     monkeypatch.setattr(cpu_arrays, "_kinds", {})
-    monkeypatch.setattr(cpu_arrays, "_torch_views", {})
+    monkeypatch.setattr(torch_views, "TORCH_VIEWS", {})
     monkeypatch.setattr(cpu_arrays, "_short_roads", {})
     monkeypatch.setattr(cpu_arrays, "load_backend", load_backend)
     fresh = functools.cache(inspect.unwrap(cpu_arrays._numba))  # nothing looked up yet

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import api, dispatch
+from rope_ref._engine import api, dispatch, runner
 from rope_ref._engine.table_cache import table_cache
 from tests._helpers import rope_rotate_half as _rotate_half
 
@@ -122,8 +122,8 @@ def test_auto_falls_back_to_the_reference_when_numba_is_missing(monkeypatch):
         msg = f"No module named {name!r}"
         raise ModuleNotFoundError(msg)
 
-    monkeypatch.setattr(api, "load_backend", missing)
-    monkeypatch.setattr(api, "unusable_reason", lambda name: "numba is not installed")
+    monkeypatch.setattr(runner, "load_backend", missing)
+    monkeypatch.setattr(runner, "unusable_reason", lambda name: "numba is not installed")
     x = np.random.default_rng(1).standard_normal((3, 8))
     got = rr.apply_rope(x, backend="auto")
     np.testing.assert_array_equal(got, rr.apply_rope(x, backend="reference"))
@@ -133,9 +133,9 @@ def test_auto_sends_only_cuda_arrays_to_the_cuda_kernel(monkeypatch):
     """Catches: an array that is neither NumPy nor CUDA (array-api-strict, Dask) sent to
     the CUDA kernel whenever it is usable."""
     xp = pytest.importorskip("array_api_strict")
-    monkeypatch.setattr(api, "unusable_reason", lambda name: None)  # as if CuPy were there
+    monkeypatch.setattr(runner, "unusable_reason", lambda name: None)  # as if CuPy were there
     x = xp.ones((3, 8), dtype=xp.float64)
-    assert api._resolve_backend("auto", x) == "reference"
+    assert runner._resolve_backend("auto", x) == "reference"
 
 
 def test_a_cleared_cache_holds_no_bytes():
@@ -262,9 +262,9 @@ def test_auto_picks_numba_for_plain_native_numpy_arrays_only():
     byte-swapped arrays (which the kernel does not take) to the kernel."""
     pytest.importorskip("numba")
     plain = np.ones((3, 8), dtype=np.float32)
-    assert api._resolve_backend("auto", plain) == "numba"
-    assert api._resolve_backend("auto", plain.astype(">f4")) == "reference"
-    assert api._resolve_backend("auto", plain.view(np.recarray)) == "reference"
+    assert runner._resolve_backend("auto", plain) == "numba"
+    assert runner._resolve_backend("auto", plain.astype(">f4")) == "reference"
+    assert runner._resolve_backend("auto", plain.view(np.recarray)) == "reference"
 
 
 def test_calls_without_positions_are_cached_too(monkeypatch):
@@ -289,11 +289,11 @@ def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
 
     class Road:
         @staticmethod
-        def apply(*args):
+        def run(*args):
             knocked.append("apply")
 
         @staticmethod
-        def apply_qk(*args):
+        def run_qk(*args):
             knocked.append("apply_qk")
 
     monkeypatch.setattr(api, "_cuda_call", lambda: Road)
@@ -302,7 +302,9 @@ def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
         rr.apply_rope(x, backend=backend)
         rr.apply_rope_qk(x, x, backend=backend)
     assert knocked == []
-    rr.apply_rope(x, None, np.arange(3.0), backend="auto")  # float positions: past the short roads
+    xp = pytest.importorskip("array_api_strict")  # a stand-in for a device array (NumPy
+    device_like = xp.asarray(x)  # arrays take the host road, which knocks at no CUDA road)
+    rr.apply_rope(device_like, None, xp.arange(3.0, dtype=xp.float64), backend="auto")
     assert knocked == ["apply"]
 
 
@@ -312,13 +314,13 @@ def test_auto_leaves_cuda_arrays_that_record_gradients_to_the_reference(monkeypa
     reference's), and CUDA arrays without gradients not resolved to the kernel."""
     xp = pytest.importorskip("array_api_strict")
     grads = {"on": True}
-    monkeypatch.setattr(api, "unusable_reason", lambda name: None)  # as if CuPy were there
-    monkeypatch.setattr(api, "is_cuda_array", lambda x: True)  # a stand-in device array
-    monkeypatch.setattr(api, "records_grad", lambda x: grads["on"])
+    monkeypatch.setattr(runner, "unusable_reason", lambda name: None)  # as if CuPy were there
+    monkeypatch.setattr(runner, "is_cuda_array", lambda x: True)  # a stand-in device array
+    monkeypatch.setattr(runner, "records_grad", lambda x: grads["on"])
     x = xp.ones((3, 8), dtype=xp.float32)
-    assert api._resolve_backend("auto", x) == "reference"
+    assert runner._resolve_backend("auto", x) == "reference"
     grads["on"] = False
-    assert api._resolve_backend("auto", x) == "cupy"
+    assert runner._resolve_backend("auto", x) == "cupy"
 
 
 def test_rope_angles_takes_its_arguments_by_name_and_backend_only_by_name():
@@ -329,3 +331,19 @@ def test_rope_angles_takes_its_arguments_by_name_and_backend_only_by_name():
     np.testing.assert_array_equal(angles, np.arange(3)[:, None] * np.array([1.0, 0.01]))
     with pytest.raises(TypeError):
         rr.rope_angles(spec, [0, 1], None, "reference")  # type: ignore[call-arg]
+
+
+def test_the_registry_says_which_kernels_rotate_queries_and_keys_in_one_launch():
+    """Catches: a kernel module given (or stripped of) ``rotate_qk`` without its registry
+    row, read from each kernel module's source (the CUDA one imports CuPy)."""
+    import ast
+    import importlib.util
+
+    for name, (module_name, _) in dispatch._REGISTRY.items():
+        spec = importlib.util.find_spec(module_name)
+        assert spec is not None
+        assert spec.origin is not None
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert ("rotate_qk" in defined) == (name in dispatch.QK_KERNELS), name

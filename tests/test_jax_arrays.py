@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import fast_path, jax_arrays
+from rope_ref._engine import fast_path, jax_arrays, runner
 from tests._helpers import run_on_two_cpu_devices
 
 jax = pytest.importorskip("jax")
@@ -113,9 +113,7 @@ def test_the_plain_call_takes_the_kernels_short_road(
     """A JAX array without positions or role takes the kernel's short road,
     `numpy_kernel_call` (as a NumPy array does); with positions it takes `apply_rope`."""
     calls: list[int] = []
-    monkeypatch.setattr(
-        jax_arrays, "numpy_kernel_call", _counting(calls, fast_path.numpy_kernel_call)
-    )
+    monkeypatch.setattr(runner, "numpy_kernel_call", _counting(calls, fast_path.numpy_kernel_call))
     x = _data((5, 8), 0)
     y = rr.apply_rope(jnp.asarray(x), rr.RopeSpec(8), offset=3, backend="numba")
     assert len(calls) == 1

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import api, position_ids, table_cache
+from rope_ref._engine import position_ids, runner, table_cache
 from tests._independent import rope_half
 
 pytest.importorskip("numba")
@@ -33,7 +33,7 @@ def refuse_hashing(m: pytest.MonkeyPatch) -> None:
         msg = "the short road must not hash the positions"
         raise AssertionError(msg)
 
-    m.setattr(api, "positions_key", refuse)
+    m.setattr(runner, "positions_key", refuse)
     m.setattr(table_cache, "positions_key", refuse)
 
 
@@ -68,7 +68,7 @@ def test_small_position_arrays_equal_the_general_path_bit_for_bit(
         refuse_hashing(m)
         got = rr.apply_rope(x, None, positions, seq_axis=seq_axis, backend="numba")
     with pytest.MonkeyPatch.context() as m:  # the general path
-        m.setattr(api, "numpy_ids_call", lambda *args: None)
+        m.setattr(runner, "numpy_ids_call", lambda *args: None)
         expected = rr.apply_rope(x, None, positions, seq_axis=seq_axis, backend="numba")
     assert got.dtype == x.dtype
     assert got.shape == x.shape

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import api, cpu_arrays
+from rope_ref._engine import cpu_arrays, runner
 from rope_ref._engine.dispatch import load_backend
 from tests._independent import rope_half, rotate_pairs
 
@@ -55,8 +55,8 @@ def short_road_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def general_path(x: np.ndarray, positions: Any, offset: int) -> np.ndarray:
     """The general path's result for NumPy bfloat16 `x` (no short road of any kind)."""
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(api, "numpy_ids_call", lambda *args: None)
-        m.setattr(api, "numpy_kernel_call", lambda *args: None)
+        m.setattr(runner, "numpy_ids_call", lambda *args: None)
+        m.setattr(runner, "numpy_kernel_call", lambda *args: None)
         return np.asarray(
             rr.apply_rope(x, None, positions, offset=offset, seq_axis=1, backend="numba")
         )
@@ -128,7 +128,7 @@ def test_bfloat16_tensors_of_many_rows_on_the_threaded_loop(inverse: bool) -> No
     got = rr.apply_rope(x, None, offset=9, seq_axis=1, inverse=inverse, backend="auto")
     xn = as_numpy(x)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(api, "numpy_kernel_call", lambda *args: None)
+        m.setattr(runner, "numpy_kernel_call", lambda *args: None)
         want = rr.apply_rope(xn, None, offset=9, seq_axis=1, inverse=inverse, backend="numba")
     assert as_numpy(got).tobytes() == np.asarray(want).tobytes()
     theta = rr.inv_freq(rr.RopeSpec(64)) * (-1 if inverse else 1)

@@ -1,8 +1,10 @@
 """The short road from ``apply_rope`` / ``apply_rope_qk`` to the CUDA kernel.
 
-``rope_ref.apply_rope(x, ..., backend="cupy" or "auto")`` hands its arguments here first
-when `x` is a CUDA array (CuPy, a PyTorch CUDA tensor, a JAX GPU array). This path takes
-the calls that need no host work but a few dictionary lookups:
+``rope_ref.apply_rope(x, ..., backend="cupy" or "auto")`` hands its arguments here (`run`,
+through `rope_ref.backends.cuda.road`, which first hands the calls that record gradients or
+are traced to the torch custom operators) when `x` is a CUDA array (CuPy, a PyTorch CUDA
+tensor, a JAX GPU array). This path takes the calls that need no host work but a few
+dictionary lookups:
 
 - positions None: ``offset + arange(S)`` with an integer ``offset >= 0`` reads rows of the
   device table cache in place (the table kernel);
@@ -33,17 +35,16 @@ host emulation records them). The copy costs a fraction of a microsecond.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Hashable, Sequence
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.cpu_arrays import compiling, operators_needed
+from rope_ref._engine.runner import general, general_qk
 
 from .arrays import Arrays, arrays_for
 from .capture import reason, refuse
@@ -62,11 +63,64 @@ from .plan import (
 )
 from .tables import DeviceTables, device_tables, length_dependent
 
-__all__ = ["apply", "apply_qk", "clear", "decline"]
+__all__ = ["apply", "apply_qk", "clear", "decline", "run", "run_qk"]
 
 #: (spec, prepared call or None) by signature (cleared when it grows past `MAX_SIGNATURES`).
 _prepared: dict[Hashable, tuple[object, _Prepared | None]] = {}
 MAX_SIGNATURES = 1024
+
+
+def run(
+    x: Any,
+    spec: RopeSpec | None,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    backend: Any,
+    out: Any,
+    role: Any,
+) -> Any:
+    """``apply_rope`` of a CUDA array (any other too): the short road, else the general path.
+
+    The short road takes ``form="rotate_half"`` without a `role`; the other calls are
+    declined (a RuntimeError while a CUDA graph is captured, whose host work it cannot hold).
+    The general path is the engine's runner (`rope_ref._engine.runner.general`).
+    """
+    if role is None and isinstance(form, str) and form == "rotate_half":
+        result = apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+        if result is not None:
+            return result
+    else:
+        decline(x)  # RuntimeError inside a CUDA graph capture
+    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
+                   role)  # fmt: skip
+
+
+def run_qk(
+    q: Any,
+    k: Any,
+    spec: RopeSpec | None,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    backend: Any,
+) -> tuple[Any, Any]:
+    """``apply_rope_qk`` of CUDA arrays: one launch on the short road, else the general path."""
+    if isinstance(form, str) and form == "rotate_half":
+        result = apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len)
+        if result is not None:
+            return result
+    else:
+        decline(q)  # RuntimeError inside a CUDA graph capture
+    return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
+                      form, backend)  # fmt: skip
 
 
 def apply(
@@ -80,15 +134,9 @@ def apply(
     out: Any,
 ) -> Any | None:
     """`apply_rope` of one CUDA array by the kernel, or None to take the general path."""
-    if compiling():  # torch.compile traces the call: the custom operator, or the general path
-        return _torch_operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
-                                              seq_len, out)  # fmt: skip
     arrays = arrays_for(x)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and operators_needed(x, positions):  # autograd, torch.func
-        return _torch_operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
-                                             seq_len, out)  # fmt: skip
     if out is not None and type(out) is not type(x):
         refuse(arrays, x, "its `out` is not an array of x's kind")
         return None
@@ -116,19 +164,9 @@ def apply_qk(
     seq_len: object,
 ) -> tuple[Any, Any] | None:
     """`apply_rope_qk` of two CUDA arrays in one launch, or None to take the general path."""
-    if compiling():  # torch.compile traces the call: the custom operator, or the general path
-        return _torch_operators().traced_qk_cuda(  # type: ignore[no-any-return]
-            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
-        )
     arrays = arrays_for(q)
     if arrays is None:
         return None
-    if arrays.kind == "torch" and (
-        operators_needed(q, positions) or operators_needed(k, k_positions)
-    ):  # autograd, torch.func: the custom operators
-        return _torch_operators().apply_qk_cuda(  # type: ignore[no-any-return]
-            q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
-        )
     if type(k) is not type(q) or (positions is None and k_positions is not None):
         refuse(arrays, q, "`k` is not of q's kind, or `k_positions` come without `positions`")
         return None
@@ -158,13 +196,6 @@ def decline(x: Any) -> None:
     arrays = arrays_for(x)
     if arrays is not None:
         refuse(arrays, x, "a `role` or a `form` other than 'rotate_half' needs host work")
-
-
-def _torch_operators() -> ModuleType:
-    """`rope_ref.backends.torch_ops.operators` (imports torch: on first use)."""
-    from ..torch_ops import operators as numba_torch
-
-    return numba_torch
 
 
 def clear() -> None:
@@ -520,17 +551,12 @@ _OFFSET, _CAPACITY = _INDEX["position_offset"], _INDEX["capacity"]
 _INV_FREQ, _FACTOR = _INDEX["inv_freq"], _INDEX["factor"]
 
 
-@functools.lru_cache(maxsize=64)
-def _default_spec(head_dim: int) -> RopeSpec:
-    return RopeSpec(head_dim=head_dim)
-
-
 def _kernel_spec(spec: object, head_dim: object, seq_len: object) -> RopeSpec | None:
     """`spec` (the default for None) when this path can serve it, else None."""
     if type(head_dim) is not int:
         return None
     if spec is None:
-        spec = _default_spec(head_dim)
+        spec = cached_default_spec(head_dim)  # None: an invalid head_dim, said by the general path
     if type(spec) is not RopeSpec or spec.head_dim != head_dim:
         return None
     if spec.xpos is not None or spec.sections is not None or spec.output_layout is not None:

@@ -52,9 +52,9 @@ import numpy as np
 
 from rope_ref._core.aliases import Array, ArrayNamespace, Role
 from rope_ref._core.compat import dtype_name, to_numpy
+from rope_ref._core.laid_out import laid_out_positions
 from rope_ref._core.reference import join_pairs, split_pairs
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.api import laid_out_positions
 
 from .arrays import back_to, on_host
 from .problem import Problem

@@ -39,9 +39,10 @@ from typing import Any
 
 from mpmath.ctx_iv import MPIntervalContext
 
-from rope_ref import XPos, inv_freq
-from rope_ref import attention_factor as float_attention_factor
+from rope_ref._core.frequencies import attention_factor as float_attention_factor
+from rope_ref._core.frequencies import inv_freq
 from rope_ref._core.spec import RopeSpec
+from rope_ref._core.xpos import XPos
 from rope_ref.scaling import DynamicNTK, Llama3, LongRoPE, YaRN
 from rope_ref.scaling._facts import exact_form
 

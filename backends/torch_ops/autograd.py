@@ -165,7 +165,7 @@ def _by_the_reference(ctx: Any, given: tuple[Any, ...], *, vjp: bool) -> list[An
     positions given as None). Else `given` are the positions' tangents (None: none), and
     the result the outputs' tangents.
     """
-    from rope_ref._engine.api import apply_rope, apply_rope_qk
+    from rope_ref._engine.runner import general, general_qk
 
     saved = ctx.saved_tensors
     one = len(saved) == 2
@@ -182,13 +182,12 @@ def _by_the_reference(ctx: Any, given: tuple[Any, ...], *, vjp: bool) -> list[An
             p[i] = value
         if one:
             offset, float_offset, seq_axis, inverse, seq_len, role = ctx.rest
-            return (apply_rope(rotated[0], ctx.spec, p[0], offset=_offset(offset, float_offset),
-                               seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
-                               role=role),)  # fmt: skip
+            return (general(rotated[0], ctx.spec, p[0], _offset(offset, float_offset), seq_axis,
+                            inverse, seq_len, "rotate_half", "reference", None, role),)  # fmt: skip
         offset, float_offset, seq_axis, inverse, seq_len = ctx.rest
-        return tuple(apply_rope_qk(rotated[0], rotated[1], ctx.spec, p[0], k_positions=p[1],
-                                   offset=_offset(offset, float_offset), seq_axis=seq_axis,
-                                   inverse=inverse, seq_len=seq_len))  # fmt: skip
+        return tuple(general_qk(rotated[0], rotated[1], ctx.spec, p[0], p[1],
+                                _offset(offset, float_offset), seq_axis, inverse, seq_len,
+                                "rotate_half", "reference"))  # fmt: skip
 
     primals = tuple(positions[i] for i in chosen)
     if not vjp:

@@ -2,9 +2,9 @@
 
 `rope_ref.backends.torch_ops.operators` defines both operators (schema, fake implementations,
 autograd formula) and registers `rotate` and `rotate_qk` as their CUDA implementations.
-Each runs the CUDA kernel as a CUDA tensor's call without the operators does, with
-``backend="cupy"``: the short road of `rope_ref.backends.cuda.call` when it takes the
-call, else the general path (host-built tables, the same kernel). The input is read
+Each runs the engine's runner as a CUDA tensor's call without the operators does, with
+``backend="cupy"`` (`rope_ref.backends.cuda.call.run`): the short road when it takes the
+call, else the engine's general path (host-built tables, the same kernel). The input is read
 detached, in place; the output is laid out as the fake implementation promises,
 ``torch.empty_like`` of the input, so that a compiled graph's strides are the eager
 call's. The backward, the same operator with ``inverse`` flipped, is therefore the inverse
@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from ..cuda.call import run, run_qk
 
 __all__ = ["rotate", "rotate_qk"]
 
@@ -31,12 +33,9 @@ def rotate(
     role: str | None,
 ) -> torch.Tensor:
     """``apply_rope`` of CUDA tensor `x` by the CUDA kernel, into ``torch.empty_like(x)``."""
-    from rope_ref._engine.api import apply_rope
-
     out = torch.empty_like(x)
-    apply_rope(x.detach().resolve_neg(), spec, positions, offset=offset, seq_axis=seq_axis,
-               inverse=inverse, seq_len=seq_len, backend="cupy", out=out,
-               role=role)  # type: ignore[arg-type]  # fmt: skip
+    run(x.detach().resolve_neg(), spec, positions, offset, seq_axis, inverse, seq_len,
+        "rotate_half", "cupy", out, role)  # fmt: skip
     return out
 
 
@@ -52,12 +51,9 @@ def rotate_qk(
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``apply_rope_qk`` of CUDA tensors `q` and `k` (one launch), laid out like them."""
-    from rope_ref._engine.api import apply_rope_qk
-
-    rotated = apply_rope_qk(q.detach().resolve_neg(), k.detach().resolve_neg(), spec,
-                            positions, k_positions=k_positions, offset=offset,
-                            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
-                            backend="cupy")  # fmt: skip
+    rotated = run_qk(q.detach().resolve_neg(), k.detach().resolve_neg(), spec, positions,
+                        k_positions, offset, seq_axis, inverse, seq_len, "rotate_half",
+                        "cupy")  # fmt: skip
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):
         out = torch.empty_like(like)

@@ -1,10 +1,10 @@
 """PyTorch custom operators for the kernels: autograd and ``torch.compile``.
 
-``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the Numba kernel on NumPy views of
-CPU tensors (`rope_ref._engine.cpu_arrays`) and the CUDA kernel on CUDA tensors
-(`rope_ref.backends.torch_ops.cuda`). Each has a fake implementation (an output like its input,
-for tracing) and an autograd formula: RoPE is orthogonal in `x`, so the gradient of
-``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the same
+``rope_ref::apply_rope`` and ``rope_ref::apply_rope_qk`` run the engine's runner: the Numba
+kernel on NumPy views of CPU tensors (`rope_ref._engine.torch_views`), the CUDA kernel on
+CUDA tensors (`rope_ref.backends.torch_ops.cuda`). Each has a fake implementation (an
+output like its input, for tracing) and an autograd formula: RoPE is orthogonal in `x`, so
+the gradient of ``y = R x`` is ``R^T g``, the inverse rotation of the incoming gradient at the same
 positions, by the same operator on the gradient's device (with an attention factor or
 xPos scale ``a``, ``(aR)^T = aR^T`` is what ``inverse=True`` applies). `torch.compile`
 therefore sees one opaque operator per call and no graph break, and compiled calls run the
@@ -34,8 +34,8 @@ from typing import Any
 import torch
 
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine import cpu_arrays
-from rope_ref._engine.dispatch import available_backends
+from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
+from rope_ref._engine.torch_views import compiling, torch_direct, torch_direct_qk
 
 from . import autograd as torch_autograd
 from . import cuda as cuda_torch
@@ -57,7 +57,7 @@ def _spec_key(spec: Any) -> int | None:
         hash(spec)
     except TypeError:  # a scaling rule that cannot be hashed
         return None
-    return torch_specs.key_of(spec, pin=cpu_arrays.compiling())
+    return torch_specs.key_of(spec, pin=compiling())
 
 
 def _scalars(offset: Any, seq_axis: Any, inverse: Any, seq_len: Any) -> tuple[Any, ...] | None:
@@ -100,7 +100,7 @@ def apply(
     usable, p = _positions(positions, x)
     if key is None or scalars is None or not usable or role not in (None, "query", "key"):
         return None
-    if cpu_arrays.compiling():  # the operator, with its own autograd formula (x only)
+    if compiling():  # the operator, with its own autograd formula (x only)
         if p is not None and p.requires_grad:
             return None  # the general path differentiates the positions
         result: torch.Tensor = torch.ops.rope_ref.apply_rope(x, p, key, *scalars, role)
@@ -126,7 +126,7 @@ def apply_qk(
     k_usable, kp = _positions(k_positions, k)
     if key is None or scalars is None or not (usable and k_usable):
         return None
-    if cpu_arrays.compiling():
+    if compiling():
         if any(t is not None and t.requires_grad for t in (p, kp)):
             return None  # the general path differentiates the positions
         q_rot, k_rot = torch.ops.rope_ref.apply_rope_qk(q, k, p, kp, key, *scalars)
@@ -201,7 +201,7 @@ def apply_cuda(
     if not _kernel_dtype(x):
         return None
     if out is not None:
-        if cpu_arrays.compiling():
+        if compiling():
             return None  # traced as before: out= is not an operator's argument
         msg = "`out` must be None when `x` records gradients; got a tensor."
         raise ValueError(msg)
@@ -226,7 +226,7 @@ def apply_qk_cuda(
                     "rotate_half")  # fmt: skip
 
 
-_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_KERNEL_DTYPES = tuple(getattr(torch, name) for name in KERNEL_DTYPES["cupy"])
 
 
 def _kernel_dtype(x: torch.Tensor) -> bool:
@@ -244,13 +244,10 @@ def _apply_rope_cpu(
     seq_len: float | None,
     role: str | None,
 ) -> torch.Tensor:
-    from rope_ref._engine.api import apply_rope
-
     out = torch.empty_like(x)
     spec = torch_specs.spec_of(spec_key)
-    cpu_arrays.torch_direct(apply_rope, x.resolve_neg(), out, spec, positions,
-                            _offset(offset, float_offset), seq_axis, inverse, seq_len,
-                            "rotate_half", role)  # fmt: skip
+    torch_direct(x.resolve_neg(), out, spec, positions, _offset(offset, float_offset), seq_axis,
+                 inverse, seq_len, "rotate_half", role)  # fmt: skip
     return out
 
 
@@ -319,11 +316,9 @@ def _apply_rope_qk_cpu(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    from rope_ref._engine.api import apply_rope_qk
-
-    rotated = cpu_arrays.torch_direct_qk(
-        apply_rope_qk, q.resolve_neg(), k.resolve_neg(), torch_specs.spec_of(spec_key), positions,
-        k_positions, _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
+    rotated = torch_direct_qk(
+        q.resolve_neg(), k.resolve_neg(), torch_specs.spec_of(spec_key), positions, k_positions,
+        _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
     )  # fmt: skip
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):

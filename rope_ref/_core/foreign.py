@@ -3,9 +3,10 @@
 MLX arrays announce ``__array_namespace__`` but ``mlx.core`` is not an array-API namespace
 (no ``device`` attribute, no ``isdtype``), and NumPy cannot read their bfloat16 buffers.
 `on_host` lets `rope_ref.apply_rope` and `apply_rope_qk` take them: the inputs are read on
-the host (bfloat16 as float64, exactly), the oracle runs in NumPy, and the result comes
-back as an MLX array of the input's dtype, rounded once (bfloat16 results are rounded from
-float64 onto the bfloat16 grid, then cast, which keeps them).
+the host (bfloat16 as float64, exactly), the engine's runner (handed in as a function) runs
+in NumPy, and the result comes back as an MLX array of the input's dtype, rounded once
+(bfloat16 results are rounded from float64 onto the bfloat16 grid, then cast, which keeps
+them).
 `host_array` reads one for the testing kit.
 """
 
@@ -61,12 +62,11 @@ def _to_mlx(result: Any, like: Any) -> Any:
 def on_host(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` with its MLX arguments read on the host, the result as MLX.
 
-    `rope_ref.apply_rope` and `apply_rope_qk` call it when ``is_mlx_array(x)``, after their
-    fast paths (which take NumPy and CUDA arrays alone), so those pay nothing for it.
+    `rope_ref.apply_rope` and `apply_rope_qk` call it when ``is_mlx_array(x)``, with a road
+    of the engine's runner as `fn`, after their short roads (which take NumPy arrays and
+    tensors alone), so those pay nothing for it. An `out` for MLX arrays (immutable) is
+    refused before, by the engine, as for JAX arrays.
     """
-    if kwargs.get("out") is not None:
-        msg = "`out` must be None for MLX arrays (they are immutable); got an array."
-        raise TypeError(msg)
     host = [_compute_array(a) if is_mlx_array(a) else a for a in args]
     moved = {k: _compute_array(v) if is_mlx_array(v) else v for k, v in kwargs.items()}
     result = fn(*host, **moved)

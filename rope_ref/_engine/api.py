@@ -1,60 +1,35 @@
-"""Public entry points: validate once, build float64 tables once, hand off the rotation."""
+"""Public entry points: the road of x's array kind chosen once, then the engine's runner.
+
+Every road goes down to `rope_ref._engine.runner` and never comes back here:
+
+- NumPy arrays: `runner.host` (the Numba kernel's short roads, else the general path);
+  with ``backend="cupy"`` or ``"auto"``, the CUDA arrays' road below after the short roads
+  (a NumPy array stands in for a device array in the CUDA kernel's host emulation);
+- PyTorch CPU tensors and JAX CPU arrays with ``backend="numba"`` or ``"auto"``: their
+  adapter (`rope_ref._engine.cpu_arrays`), which runs `runner.host` on NumPy views of
+  their memory, or the torch custom operators for autograd and ``torch.compile``;
+- CUDA arrays with ``backend="cupy"`` or ``"auto"``: the CUDA arrays' road
+  (``rope_ref.backends.cuda.road``: the torch custom operators for autograd and
+  ``torch.compile``, else the kernel's short road, else `runner.general`);
+- MLX arrays: read on the host (`rope_ref._core.foreign.on_host`), then `runner.host`;
+- anything else: `runner.general`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from types import ModuleType
 
-import array_api_compat
 import numpy as np
 
-from rope_ref._core import reference
-from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, BackendName, Form, Role
-from rope_ref._core.compat import (
-    array_namespace,
-    device,
-    dtype_name,
-    has_float64,
-    host_namespace,
-    is_array,
-    is_cuda_array,
-    is_real_floating,
-    records_grad,
-    to_numpy,
-)
-from rope_ref._core.foreign import is_mlx_array, on_host
-from rope_ref._core.frequencies import (
-    check_seq_len,
-    inferred_seq_len,
-    max_plus_one,
-    move_tables,
-    tables,
-)
-from rope_ref._core.positions import (
-    as_positions,
-    check_offset,
-    default_positions,
-    grid_axes,
-    lay_out,
-    normalize_seq_axis,
-    shift,
-)
-from rope_ref._core.spec import RopeSpec, check_spec
-from rope_ref._core.validation import (
-    check_axis,
-    check_bool,
-    check_choice,
-    check_dense,
-    check_known_shape,
-    check_not_masked,
-)
-from rope_ref._engine import cpu_arrays
-from rope_ref._engine.dispatch import BACKENDS, load_backend, unusable_reason
-from rope_ref._engine.fast_path import numpy_kernel_call
-from rope_ref._engine.position_ids import numpy_ids_call
-from rope_ref._engine.table_cache import positions_key, table_cache
+from rope_ref._core.aliases import Array, BackendName, Form, Role
+from rope_ref._core.foreign import host_array, is_mlx_array, on_host
+from rope_ref._core.laid_out import laid_out_positions
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine import cpu_arrays, runner
+from rope_ref._engine.runner import general, general_qk, host, numpy_kernel, refuse_out
 
-__all__ = ["apply_rope", "apply_rope_qk"]
+#: `laid_out_positions` stays importable from here (the checker reads it).
+__all__ = ["apply_rope", "apply_rope_qk", "laid_out_positions"]
 
 
 def apply_rope(
@@ -173,80 +148,39 @@ def apply_rope(
     >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
     Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
     """
-    if role is None and form == "rotate_half":
-        kernel = _numpy_kernel(backend, x)
-        if kernel is not None:
-            if positions is None:
-                result = numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
-            elif type(positions) is np.ndarray:  # position ids: small ones take a short road
-                result = numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
-                                        seq_len, out)  # fmt: skip
-            else:
-                result = None
-            if result is not None:
-                return result
-    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
-        result = cpu_arrays.apply(apply_rope, x, spec, positions, offset, seq_axis, inverse,
-                                  seq_len, form, backend, out, role)  # fmt: skip
+    if isinstance(x, np.ndarray):  # NumPy: the host road (`runner.host`)
+        # `runner.short_road`, inline: a decoding call is ~3 µs, a call frame 0.1 µs of it
+        if role is None and form == "rotate_half":
+            kernel = numpy_kernel(backend, x)
+            if kernel is not None:
+                if positions is None:
+                    result = runner.numpy_kernel_call(kernel, x, spec, offset, seq_axis,
+                                                      inverse, seq_len, out)  # fmt: skip
+                elif type(positions) is np.ndarray:
+                    result = runner.numpy_ids_call(kernel, x, spec, positions, offset,
+                                                   seq_axis, inverse, seq_len, out)  # fmt: skip
+                else:
+                    result = None
+                if result is not None:
+                    return result
+        if not _cuda_backend(backend):
+            return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
+                           out, role)  # fmt: skip
+    elif _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
+        result = cpu_arrays.apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
+                                  backend, out, role)  # fmt: skip
         if result is not None:
             return result
+    if is_mlx_array(x):  # checked here, not by a decorator: the roads above stay short
+        if out is not None:
+            refuse_out(host_array(x), "MLX", spec, form, backend, inverse)
+        return on_host(host, x, spec, positions, offset, seq_axis, inverse, seq_len, form,
+                       backend, None, role)  # fmt: skip
     if _cuda_backend(backend):
-        if role is None and isinstance(form, str) and form == "rotate_half":
-            result = _cuda_call().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
-            if result is not None:
-                return result
-        else:
-            _cuda_call().decline(x)  # RuntimeError inside a CUDA graph capture
-    if is_mlx_array(x):  # checked here, not by a decorator: the fast paths above stay short
-        return on_host(
-            apply_rope, x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-            seq_len=seq_len, form=form, backend=backend, out=out, role=role,
-        )  # fmt: skip
-    xp = _check_x(x, "x")
-    spec = _resolve_spec(spec, x)
-    form = check_choice("form", form, FORMS)
-    name = _resolve_backend(check_choice("backend", backend, BACKENDS), x)
-    inverse = check_bool("inverse", inverse)
-    _check_kernel_options(name, form, out)
-    _check_kernel_dtype(name, x, "x")
-    if name == "exact":  # correctly rounded from the positions: no float64 tables
-        return load_backend(name).apply(
-            x, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-            seq_len=seq_len, role=role, out=out, xp=xp,
-        )  # fmt: skip
-    cos, sin = _tables_for(
-        x,
-        spec,
-        positions,
-        offset=offset,
-        seq_axis=seq_axis,
-        seq_len=seq_len,
-        role=role,
-        xp=xp,
-        dtype=_table_dtype(name, x, xp),
-    )
-    if name == "reference":
-        return reference.rotate(
-            x,
-            cos,
-            sin,
-            layout=spec.layout,
-            rotary_start=spec.rotary_start,
-            inverse=inverse,
-            form=form,
-            xp=xp,
-            output_layout=spec.output_layout,
-        )
-    return load_backend(name).rotate(
-        x,
-        cos,
-        sin,
-        layout=spec.layout,
-        rotary_start=spec.rotary_start,
-        inverse=inverse,
-        out=out,
-        **_written(spec),
-    )
+        return _cuda_call().run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
+                                backend, out, role)  # fmt: skip
+    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
+                   role)  # fmt: skip
 
 
 def apply_rope_qk(
@@ -300,373 +234,20 @@ def apply_rope_qk(
     True
     """
     if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
-        pair = cpu_arrays.apply_qk(apply_rope_qk, q, k, spec, positions, k_positions, offset,
-                                   seq_axis, inverse, seq_len, form, backend,
-                                   apply_rope)  # fmt: skip
+        pair = cpu_arrays.apply_qk(q, k, spec, positions, k_positions, offset, seq_axis,
+                                   inverse, seq_len, form, backend)  # fmt: skip
         if pair is not None:
             return pair
-    if _cuda_backend(backend):
-        if isinstance(form, str) and form == "rotate_half":
-            result = _cuda_call().apply_qk(
-                q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len
-            )
-            if result is not None:
-                return result  # type: ignore[no-any-return]
-        else:
-            _cuda_call().decline(q)  # RuntimeError inside a CUDA graph capture
-    if is_mlx_array(q):  # checked here, not by a decorator: the CUDA path above stays short
+    if is_mlx_array(q):  # checked here, not by a decorator: the roads above stay short
         return on_host(  # type: ignore[no-any-return]
-            apply_rope_qk, q, k, spec, positions, k_positions=k_positions, offset=offset,
-            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+            general_qk, q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
+            form, backend,
         )  # fmt: skip
-    xp = _check_x(q, "q")
-    if _check_x(k, "k") is not xp:
-        msg = f"`k` must be in the namespace of `q`; got {type(k).__name__}."
-        raise TypeError(msg)
-    spec = _resolve_spec(spec, q, "q")
-    if k.shape[-1] != spec.head_dim:
-        msg = f"`k` must have head_dim = {spec.head_dim} features; got shape {tuple(k.shape)}."
-        raise ValueError(msg)
-    if k_positions is not None:
-        _check_key_positions(k_positions, k, spec, seq_axis)
-    if positions is None:
-        q_len = q.shape[normalize_seq_axis(seq_axis, q.ndim, "q")]
-        # where apply_rope would make default positions: on k's device if it has float64,
-        # else on the host (int32 or float32 positions would wrap or round)
-        dev = device(k)
-        pxp, pdev = (xp, dev) if has_float64(xp, dev) else (host_namespace(), None)
-        if k_positions is None:
-            k_len = k.shape[normalize_seq_axis(seq_axis, k.ndim, "k")]
-            k_positions = default_positions(
-                k_len, check_offset(offset), xp=pxp, dev=pdev, n_axes=spec.position_axes
-            )
-            offset = 0
-        else:
-            pxp, pdev = xp, dev
-        positions = _newest(k_positions, q_len, spec, xp=pxp, dev=pdev)
-    elif k_positions is None:
-        k_positions = positions
-    if seq_len is None and (spec.scaling is not None or spec.xpos is not None):
-        seq_len = _joint_seq_len(spec, positions, k_positions, offset)
-    roles: tuple[Role | None, Role | None] = (
-        ("query", "key") if spec.xpos is not None else (None, None)
-    )
-    name = _resolve_backend(check_choice("backend", backend, BACKENDS), q)
-    if name != "reference" and hasattr(load_backend(name), "rotate_qk"):
-        return _kernel_qk(
-            name,
-            q,
-            k,
-            spec,
-            (positions, k_positions),
-            roles,
-            offset=offset,
-            seq_axis=seq_axis,
-            inverse=check_bool("inverse", inverse),
-            seq_len=seq_len,
-            form=check_choice("form", form, FORMS),
-            xp=xp,
-        )
-    q_rot, k_rot = (
-        apply_rope(
-            a,
-            spec,
-            p,
-            offset=offset,
-            seq_axis=seq_axis,
-            inverse=inverse,
-            seq_len=seq_len,
-            form=form,
-            backend=backend,
-            role=role,
-        )
-        for a, p, role in ((q, positions, roles[0]), (k, k_positions, roles[1]))
-    )
-    return q_rot, k_rot
-
-
-def _check_x(x: Array, name: str) -> ArrayNamespace:
-    if not array_api_compat.is_array_api_obj(x):
-        msg = f"`{name}` must be an array; got {type(x).__name__}."
-        raise TypeError(msg)
-    check_not_masked(name, x)
-    check_dense(name, x)
-    xp = array_namespace(x, name=name)
-    if not is_real_floating(xp, x.dtype):
-        msg = f"`{name}` must have a real floating dtype; got {x.dtype}."
-        raise TypeError(msg)
-    if x.ndim == 0:
-        msg = f"`{name}` must have a feature axis; got a 0-d array."
-        raise ValueError(msg)
-    check_known_shape(name, x)
-    return xp
-
-
-def _resolve_spec(spec: RopeSpec | None, x: Array, name: str = "x") -> RopeSpec:
-    if spec is None:
-        return default_spec(x.shape[-1], name, tuple(x.shape))
-    spec = check_spec(spec)
-    if x.shape[-1] != spec.head_dim:
-        msg = (
-            f"`{name}` must have spec.head_dim = {spec.head_dim} features on its last axis; "
-            f"got shape {tuple(x.shape)}."
-        )
-        raise ValueError(msg)
-    return spec
-
-
-def default_spec(head_dim: int, name: str, shape: tuple[int, ...]) -> RopeSpec:
-    """``RopeSpec(head_dim)`` for ``spec=None``; an error names the array it came from."""
-    try:
-        return RopeSpec(head_dim=head_dim)
-    except ValueError as err:
-        msg = (
-            f"`{name}` must give a valid head_dim when spec is None (head_dim = {head_dim} "
-            f"from shape {shape}): {err}"
-        )
-        raise ValueError(msg) from err
-
-
-def _tables_for(
-    x: Array,
-    spec: RopeSpec,
-    positions: Array | None,
-    *,
-    offset: object,
-    seq_axis: int,
-    seq_len: float | None,
-    role: Role | None,
-    xp: ArrayNamespace,
-    dtype: object | None,
-) -> tuple[Array, Array]:
-    """Validated positions laid out against x, then float64 cos/sin of the grid.
-
-    Where x's namespace or device has no float64, positions stay on the host (NumPy int64 /
-    float64) and only the finished tables move, rounded once to float32. The tables are
-    then cast to `dtype` (None keeps them). For NumPy arrays, tables are cached by value
-    (see `rope_ref._engine.table_cache`), so repeated calls on the same positions skip building.
-    """
-
-    def build() -> tuple[Array, Array]:
-        cos, sin = _build_tables(
-            x, spec, positions, offset=offset, seq_axis=seq_axis, seq_len=seq_len, role=role,
-            xp=xp,
-        )  # fmt: skip
-        if dtype is None or cos.dtype == dtype:
-            return cos, sin
-        return xp.astype(cos, dtype), xp.astype(sin, dtype)
-
-    if not array_api_compat.is_numpy_namespace(xp):
-        return build()
-    # What the key holds is validated first: a cache hit must refuse what a miss refuses.
-    offset = check_offset(offset)
-    seq_axis = check_axis("seq_axis", seq_axis)
-    seq_len = check_seq_len(seq_len)
-    if not (positions is None or _plain_real_array(positions)):
-        return build()  # Python sequences, object arrays, masked arrays: validated there
-    key = _cache_key(x, spec, positions, offset, seq_axis, seq_len, role, dtype)
-    return build() if key is None else table_cache.get_or_build(key, build)
-
-
-def _plain_real_array(positions: object) -> bool:
-    """Whether `positions` is a plain NumPy array of integers or reals (keyable by bytes)."""
-    return type(positions) is np.ndarray and positions.dtype.kind in "iuf"
-
-
-def _cache_key(
-    x: Array,
-    spec: RopeSpec,
-    positions: object,
-    offset: object,
-    seq_axis: object,
-    seq_len: object,
-    role: object,
-    dtype: object,
-) -> Hashable | None:
-    """Everything that shapes the tables, by value; None when something cannot be keyed."""
-    p_key = positions_key(positions)
-    if p_key is None:
-        return None
-    key = (spec, p_key, type(offset), offset, seq_axis, tuple(x.shape[:-1]), seq_len, role, dtype)
-    try:
-        hash(key)
-    except TypeError:  # e.g. a user scaling rule that is not hashable
-        return None
-    return key
-
-
-def _build_tables(
-    x: Array,
-    spec: RopeSpec,
-    positions: Array | None,
-    *,
-    offset: object,
-    seq_axis: int,
-    seq_len: float | None,
-    role: Role | None,
-    xp: ArrayNamespace,
-) -> tuple[Array, Array]:
-    p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
-    cos, sin = tables(spec, p, xp=pxp, seq_len=seq_len, role=role)
-    return (cos, sin) if pxp is xp else move_tables(cos, sin, xp=xp, dev=device(x))
-
-
-def laid_out_positions(
-    x: Array,
-    spec: RopeSpec,
-    positions: Array | None,
-    *,
-    offset: object,
-    seq_axis: object,
-    xp: ArrayNamespace,
-) -> tuple[Array, ArrayNamespace]:
-    """Validated positions laid out against `x`, and their namespace.
-
-    The namespace is x's when it has float64 on x's device, else NumPy on the host (the
-    caller then moves the finished tables with `move_tables`).
-    """
-    offset = check_offset(offset)
-    seq_axis = check_axis("seq_axis", seq_axis)
-    dev = device(x)
-    on_host = not has_float64(xp, dev)
-    pxp, pdev = (host_namespace(), None) if on_host else (xp, dev)
-    axis: int | None
-    if positions is None:
-        axis = normalize_seq_axis(seq_axis, x.ndim)
-        p = default_positions(x.shape[axis], offset, xp=pxp, dev=pdev, n_axes=spec.position_axes)
-    else:
-        if on_host and is_array(positions) and array_namespace(positions) is xp:
-            positions = _host_positions(positions)
-        p = as_positions(positions, xp=pxp, dev=pdev, n_axes=spec.position_axes)
-        p = shift(p, offset, pxp)
-        axis = normalize_seq_axis(seq_axis, x.ndim)
-    return lay_out(p, tuple(x.shape[:-1]), axis, n_axes=spec.position_axes, xp=pxp), pxp
-
-
-def _host_positions(positions: Array) -> Array:
-    """Copy positions to the host for float64 tables; traced arrays cannot be copied."""
-    try:
-        return to_numpy(positions)
-    except Exception as err:  # e.g. a JAX tracer under jit without x64
-        msg = (
-            "`positions` must be readable when x's namespace has no float64 (tables are built "
-            "on the host in float64): pass NumPy positions, or enable float64 (for JAX, "
-            f"jax_enable_x64); got a {type(positions).__name__}."
-        )
-        raise ValueError(msg) from err
-
-
-def _check_key_positions(k_positions: Array, k: Array, spec: RopeSpec, seq_axis: object) -> None:
-    """Raise naming `k_positions` if they are not positions, or do not fit `k`."""
-    p = as_positions(k_positions, n_axes=spec.position_axes, name="k_positions")
-    grid = tuple(p.shape[: p.ndim - (0 if spec.sections is None else 1)])
-    lead = tuple(k.shape[:-1])
-    try:
-        grid_axes(grid, lead, normalize_seq_axis(check_axis("seq_axis", seq_axis), k.ndim, "k"))
-    except ValueError as err:  # grid_axes speaks of `positions` against x
-        msg = str(err).replace("`positions`", "`k_positions`").replace("x.shape", "k.shape")
-        raise ValueError(msg) from None
-
-
-def _newest(
-    k_positions: Array, q_len: int, spec: RopeSpec, *, xp: ArrayNamespace, dev: object
-) -> Array:
-    """The last `q_len` key positions along the last grid axis: the queries' positions."""
-    p = as_positions(k_positions, xp=xp, dev=dev, n_axes=spec.position_axes)
-    grid_ndim = p.ndim - (0 if spec.sections is None else 1)
-    if grid_ndim == 0 or p.shape[grid_ndim - 1] < q_len:
-        msg = (
-            f"`q` must not have more tokens ({q_len}) than there are key positions when "
-            "query positions are omitted (tokens along `seq_axis`); got key positions of "
-            f"shape {tuple(p.shape)}."
-        )
-        raise ValueError(msg)
-    start = p.shape[grid_ndim - 1] - q_len
-    index = (slice(None),) * (grid_ndim - 1) + (slice(start, None),)
-    return p[index]
-
-
-def _joint_seq_len(spec: RopeSpec, q_pos: Array, k_pos: Array, offset: float) -> float:
-    """``max(all query and key positions) + offset + 1``: one seq_len for q and k."""
-    arrays = [as_positions(p, n_axes=spec.position_axes) for p in (q_pos, k_pos)]
-    tops = [max_plus_one(p, array_namespace(p)) for p in arrays if 0 not in p.shape]
-    shift = float(check_offset(offset))
-    # no positions: nothing to rotate, and 1.0 as apply_rope's max(positions) + 1 of none
-    return inferred_seq_len(max(tops) + shift) if tops else 1.0
-
-
-def _kernel_qk(
-    name: str,
-    q: Array,
-    k: Array,
-    spec: RopeSpec,
-    positions: tuple[Array | None, Array | None],
-    roles: tuple[Role | None, Role | None],
-    *,
-    offset: float,
-    seq_axis: int,
-    inverse: bool,
-    seq_len: float | None,
-    form: Form,
-    xp: ArrayNamespace,
-) -> tuple[Array, Array]:
-    """Queries and keys through a kernel's ``rotate_qk`` (one launch for both)."""
-    _check_kernel_options(name, form, None)
-    _check_kernel_dtype(name, q, "q")
-    _check_kernel_dtype(name, k, "k")
-    (cq, sq), (ck, sk) = (
-        _tables_for(
-            a,
-            spec,
-            p,
-            offset=offset,
-            seq_axis=seq_axis,
-            seq_len=seq_len,
-            role=role,
-            xp=xp,
-            dtype=_table_dtype(name, a, xp),
-        )
-        for a, p, role in zip((q, k), positions, roles, strict=True)
-    )
-    q_rot, k_rot = load_backend(name).rotate_qk(
-        q, k, cq, sq, ck, sk, layout=spec.layout, rotary_start=spec.rotary_start, inverse=inverse,
-        **_written(spec),
-    )  # fmt: skip
-    return q_rot, k_rot
-
-
-def _written(spec: RopeSpec) -> dict[str, str]:
-    """``output_layout`` for a kernel, only when the spec writes pairs in another layout."""
-    return {} if spec.output_layout is None else {"output_layout": spec.output_layout}
-
-
-def _check_kernel_options(name: str, form: Form, out: Array | None) -> None:
-    if name == "reference":
-        if out is not None:
-            msg = "`out` is supported by the kernel backends ('numba', 'cupy') only; got an array."
-            raise ValueError(msg)
-    elif form != "rotate_half":
-        msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
-        raise ValueError(msg)
-
-
-def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
-    """TypeError naming the backend when its kernel does not take x's dtype."""
-    dtypes = _KERNEL_DTYPES.get(name)
-    if dtypes is not None and dtype_name(x.dtype) not in dtypes:
-        msg = f"`{what}` must be one of {', '.join(dtypes)} for backend={name!r}; got {x.dtype}."
-        raise TypeError(msg)
-
-
-def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
-    """The dtype of a backend's tables: None (as built) for the reference, else the kernel's.
-
-    Kernels compute in float64 for float64 `x` and in float32 otherwise.
-    """
-    if name == "reference":
-        return None
-    dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
-    return dtype
+    if _cuda_backend(backend):
+        return _cuda_call().run_qk(q, k, spec, positions, k_positions, offset, seq_axis,  # type: ignore[no-any-return]
+                                   inverse, seq_len, form, backend)  # fmt: skip
+    return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
+                      form, backend)  # fmt: skip
 
 
 def _cpu_backend(backend: object) -> bool:
@@ -678,59 +259,16 @@ def _cuda_backend(backend: object) -> bool:
 
 
 def _cuda_call() -> ModuleType:
-    """The CUDA kernel's short road (`rope_ref.backends.cuda.call`; imports no CuPy).
+    """The CUDA arrays' road (``rope_ref.backends.cuda.road``; imports no CuPy).
 
     Kept in `_CUDA_CALL` rather than by `functools.cache` and `importlib`, which
     ``torch.compile`` cannot trace.
     """
     if not _CUDA_CALL:
-        from rope_ref.backends.cuda import call as cuda_call  # type: ignore[import-not-found,unused-ignore]
+        from rope_ref.backends.cuda import road  # type: ignore[import-not-found,unused-ignore]
 
-        _CUDA_CALL.append(cuda_call)
+        _CUDA_CALL.append(road)
     return _CUDA_CALL[0]
 
 
 _CUDA_CALL: list[ModuleType] = []
-
-
-def _numpy_kernel(backend: object, x: object) -> ModuleType | None:
-    """The Numba kernel module when it will rotate NumPy `x`, else None."""
-    if type(x) is not np.ndarray or backend not in ("numba", "auto"):
-        return None
-    try:
-        return load_backend("numba")
-    except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
-        return None
-
-
-#: The dtypes each kernel rotates; "auto" gives the reference anything else.
-_KERNEL_DTYPES = {
-    "numba": ("float16", "bfloat16", "float32", "float64"),
-    "cupy": ("float16", "bfloat16", "float32", "float64"),
-}
-
-
-def _resolve_backend(backend: str, x: Array) -> str:
-    """The backend for `x`: `backend` itself unless "auto".
-
-    "auto" picks numba for plain NumPy arrays (not subclasses such as memmap, nor
-    byte-swapped dtypes; PyTorch CPU tensors and JAX CPU arrays reach it before, through
-    `rope_ref._engine.cpu_arrays`) and the CUDA kernel for CuPy arrays, PyTorch CUDA
-    tensors and JAX GPU arrays, when installed and when the kernel takes x's dtype (and, for
-    a CUDA tensor that records gradients, never: such calls reach the CUDA kernel before,
-    through its custom operator, and those it does not take are the reference's);
-    otherwise the reference.
-    """
-    if backend != "auto":
-        return backend
-    if array_api_compat.is_numpy_array(x):
-        if type(x) is not np.ndarray or not x.dtype.isnative:  # memmap, byte-swapped, ...
-            return "reference"
-        kernel = "numba"
-    elif is_cuda_array(x) and not records_grad(x):
-        kernel = "cupy"
-    else:
-        return "reference"
-    if dtype_name(x.dtype) in _KERNEL_DTYPES[kernel] and unusable_reason(kernel) is None:
-        return kernel
-    return "reference"

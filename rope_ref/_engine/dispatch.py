@@ -10,7 +10,14 @@ from types import ModuleType
 
 from rope_ref._core.aliases import BackendName
 
-__all__ = ["BACKENDS", "available_backends", "load_backend", "unusable_reason"]
+__all__ = [
+    "BACKENDS",
+    "KERNEL_DTYPES",
+    "QK_KERNELS",
+    "available_backends",
+    "load_backend",
+    "unusable_reason",
+]
 
 # name -> (module that provides rotate(), the optional dependency it needs)
 _REGISTRY: dict[str, tuple[str, str | None]] = {
@@ -20,6 +27,15 @@ _REGISTRY: dict[str, tuple[str, str | None]] = {
     "exact": ("rope_ref.backends.exact.api", "mpmath"),
 }
 BACKENDS: tuple[BackendName, ...] = ("reference", "numba", "cupy", "auto", "exact")
+#: The dtypes each kernel rotates, by name: the one table that the general path's check,
+#: "auto", the tensor and JAX adapters and the torch custom operators read ("auto" gives
+#: the reference anything else).
+KERNEL_DTYPES: dict[str, tuple[str, ...]] = {
+    "numba": ("float16", "bfloat16", "float32", "float64"),
+    "cupy": ("float16", "bfloat16", "float32", "float64"),
+}
+#: The kernels whose module has ``rotate_qk``: queries and keys in one launch.
+QK_KERNELS: frozenset[str] = frozenset({"cupy"})
 # How to install a backend's dependency (CuPy from PyPI is a source build: take a wheel).
 INSTALL_HINTS = {
     "numba": "pip install 'rope-ref[numba]'",

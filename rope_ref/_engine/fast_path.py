@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.frequencies import tables
 from rope_ref._core.positions import default_positions
 from rope_ref._core.spec import RopeSpec
@@ -151,7 +152,7 @@ def offset_tables_for(
         dtype = np.dtype(np.float32)
     if dtype is None or x.ndim < 2:
         return None
-    s = _default_spec(x.shape[-1]) if spec is None else spec
+    s = cached_default_spec(x.shape[-1]) if spec is None else spec
     if (
         type(s) is not RopeSpec  # including None: no default spec for this head_dim
         or s.head_dim != x.shape[-1]
@@ -164,14 +165,6 @@ def offset_tables_for(
     ):
         return None
     return _offset_tables(s, dtype, seq_len)
-
-
-@functools.lru_cache(maxsize=64)
-def _default_spec(head_dim: int) -> RopeSpec | None:
-    try:
-        return RopeSpec(head_dim=head_dim)
-    except ValueError:  # e.g. an odd head_dim: the general path says so
-        return None
 
 
 def _finite(value: float) -> bool:

@@ -13,21 +13,32 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine.fast_path import numpy_kernel_call
+from rope_ref._engine.dispatch import KERNEL_DTYPES
+from rope_ref._engine.runner import general, general_qk, short_road
 
-__all__ = ["JAX_ALIGNMENT", "adopt", "aligned_empty", "on_one_cpu", "rotate", "rotate_qk", "usable"]
+__all__ = [
+    "JAX_ALIGNMENT",
+    "adopt",
+    "aligned_empty",
+    "is_concrete",
+    "on_one_cpu",
+    "rotate",
+    "rotate_qk",
+    "usable",
+]
 
 #: Bytes the outputs are aligned to, so that JAX adopts them without a copy.
 JAX_ALIGNMENT = 64
 #: The dtypes the kernel takes, by name (bfloat16 is ml_dtypes', which JAX uses).
-_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+_DTYPES = frozenset(KERNEL_DTYPES["numba"])
 
 
 def usable(x: Any) -> bool:
@@ -41,6 +52,12 @@ def usable(x: Any) -> bool:
     if known is None:
         known = _kernel_dtypes[dtype] = dtype.name in _DTYPES
     return known and device.platform == "cpu"
+
+
+def is_concrete(x: object) -> bool:
+    """Whether `x` is a concrete JAX array (not a tracer; checked without importing JAX)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.Array) and type(x).__name__ == "ArrayImpl"
 
 
 def on_one_cpu(x: Any) -> bool:
@@ -73,8 +90,6 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
 
 
 def rotate(
-    fn: Callable[..., Any],
-    kernel: ModuleType,
     x: Any,
     spec: Any,
     positions: Any,
@@ -85,25 +100,19 @@ def rotate(
     form: Any,
     role: Any,
 ) -> Any:
-    """`fn` (``apply_rope``, backend="numba") of JAX array `x`, read in place, as JAX.
+    """The runner (backend="numba") on JAX array `x`, read in place, as JAX.
 
-    `kernel` is the Numba kernel; `positions` are on the host (NumPy) or None.
+    `positions` are on the host (NumPy) or None.
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    result = None
-    if positions is None and role is None and form == "rotate_half":
-        result = numpy_kernel_call(kernel, xn, spec, offset, seq_axis, inverse, seq_len, out)
-    if result is None:
-        fn(xn, spec, positions, offset=offset, seq_axis=seq_axis, inverse=inverse,
-           seq_len=seq_len, form=form, backend="numba", out=out, role=role)  # fmt: skip
+    args = (xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
+    if short_road(*args) is None:
+        general(*args)
     return adopt(out, x)
 
 
 def rotate_qk(
-    fn: Callable[..., Any],
-    one: Callable[..., Any],
-    kernel: ModuleType,
     q: Any,
     k: Any,
     spec: Any,
@@ -115,19 +124,18 @@ def rotate_qk(
     seq_len: Any,
     form: Any,
 ) -> tuple[Any, Any]:
-    """`fn` (``apply_rope_qk``) of JAX arrays `q` and `k`; positions on the host or None.
+    """The runner's queries and keys of JAX arrays `q` and `k`; positions on the host or None.
 
-    The calls that are two `one` (``apply_rope``) calls, bit for bit, are made so: one
-    aligned output each, adopted by JAX.
+    The calls that are two `rotate` calls, bit for bit, are made so: one aligned output
+    each, adopted by JAX.
     """
     shift = _query_shift(q, k, spec, positions, k_positions, offset, seq_axis, seq_len)
     if shift is not None:
         rest = (seq_axis, inverse, seq_len, form, None)
-        return (rotate(one, kernel, q, spec, None, offset + shift, *rest),
-                rotate(one, kernel, k, spec, None, offset, *rest))  # fmt: skip
-    pair = fn(np.asarray(q), np.asarray(k), spec, positions, k_positions=k_positions,
-              offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
-              backend="numba")  # fmt: skip
+        return (rotate(q, spec, None, offset + shift, *rest),
+                rotate(k, spec, None, offset, *rest))  # fmt: skip
+    pair = general_qk(np.asarray(q), np.asarray(k), spec, positions, k_positions, offset,
+                      seq_axis, inverse, seq_len, form, "numba")  # fmt: skip
     return adopt(pair[0], q), adopt(pair[1], k)
 
 
@@ -150,6 +158,11 @@ def _query_shift(
     if positions is not None or k_positions is not None or type(offset) is not int:
         return None
     if not (spec is None or (type(spec) is RopeSpec and spec.xpos is None)):
+        return None
+    head_dim = q.shape[-1]
+    if k.shape[-1] != head_dim or (spec or cached_default_spec(head_dim)) is None:
+        return None  # the general path names `q` or `k` in its error
+    if spec is not None and spec.head_dim != head_dim:
         return None
     if spec is not None and spec.scaling is not None and seq_len is None:
         return None

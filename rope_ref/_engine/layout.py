@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rope_ref._core.aliases import LAYOUTS, Array, Layout
 from rope_ref._core.compat import device
+from rope_ref._core.defaults import default_spec
 from rope_ref._core.reference import half_index_of_interleaved
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_choice, check_int
-from rope_ref._engine.api import _check_x, _resolve_spec, default_spec
+from rope_ref._engine.runner import check_x, resolve_spec
 
 __all__ = ["convert_layout", "feature_order", "permute_weights"]
 
@@ -74,8 +75,8 @@ def convert_layout(
     >>> rr.convert_layout(xp.asarray([0.0, 1.0, 2.0, 3.0]))
     Array([0., 2., 1., 3.], dtype=array_api_strict.float64)
     """
-    xp = _check_x(x, "x")
-    spec = _resolve_spec(spec, x)
+    xp = check_x(x, "x")
+    spec = resolve_spec(spec, x)
     order = xp.asarray(feature_order(spec, src, dst), device=device(x))
     return xp.take(x, order, axis=-1)
 
@@ -122,7 +123,7 @@ def permute_weights(
     >>> rr.permute_weights(bias, n_heads=2)
     Array([0., 2., 1., 3., 4., 6., 5., 7.], dtype=array_api_strict.float64)
     """
-    xp = _check_x(w, "w")
+    xp = check_x(w, "w")
     n_heads = check_int("n_heads", n_heads, minimum=1)
     if w.ndim > 2 or w.shape[0] % n_heads:
         msg = (

@@ -9,10 +9,11 @@ from rope_ref._core import reference
 from rope_ref._core.aliases import TABLE_BACKENDS, Array, Role, TableBackend
 from rope_ref._core.compat import device
 from rope_ref._core.frequencies import move_tables, tables
+from rope_ref._core.laid_out import laid_out_positions
 from rope_ref._core.spec import RopeSpec, check_spec
 from rope_ref._core.validation import check_choice, check_real
-from rope_ref._engine.api import _check_x, _resolve_spec, laid_out_positions
 from rope_ref._engine.dispatch import load_backend
+from rope_ref._engine.runner import check_x, resolve_spec
 
 __all__ = ["rerotate"]
 
@@ -83,8 +84,8 @@ def rerotate(
     from_seq_len = _check_length("from_seq_len", from_seq_len)
     to_seq_len = _check_length("to_seq_len", to_seq_len)
     backend = check_choice("backend", backend, TABLE_BACKENDS)
-    xp = _check_x(x, "x")
-    spec = _resolve_spec(check_spec(spec), x)
+    xp = check_x(x, "x")
+    spec = resolve_spec(check_spec(spec), x)
     p, pxp = laid_out_positions(x, spec, positions, offset=offset, seq_axis=seq_axis, xp=xp)
     c0, s0 = tables(spec, p, xp=pxp, seq_len=from_seq_len, role=role)
     c1, s1 = tables(spec, p, xp=pxp, seq_len=to_seq_len, role=role)

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import difflib
 import json
 import math
 import os
-import platform
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from rope_ref.cli.bench.exact import EXACT_PRESETS, run_exact
 from rope_ref.cli.bench.gpu import GPU_PRESETS
+from rope_ref.cli.bench.machine import machine_description
 from rope_ref.cli.bench.oracle import ORACLE_PRESETS, run_oracle
 
 __all__ = ["machine_description", "register"]
@@ -270,47 +269,6 @@ def _misplaced_sequences(args: argparse.Namespace) -> str | None:
     if args.sequences and "decode-interleaved" not in (args.preset or []):
         return f"--sequences applies to --preset decode-interleaved; got {args.sequences}"
     return None
-
-
-def machine_description() -> dict[str, Any]:
-    """Date, CPU, thread counts and library versions: what a timing depends on."""
-    import numpy as np
-
-    info: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "cpu": _cpu_name(),
-        "logical_cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
-    try:
-        import numba
-
-        info["numba"] = numba.__version__
-        info["numba_threads"] = numba.get_num_threads()
-    except ImportError:
-        pass
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    except ImportError:
-        pass
-    from rope_ref.cli.bench.gpu import gpu_description
-
-    return {**info, **gpu_description()}
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _describe(info: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ BUDGET_S = 2.0
 def run_exact(args: argparse.Namespace) -> int:
     """Time the exact preset; print a table (or JSON with ``--json``)."""
     import rope_ref as rr
-    from rope_ref.cli.bench import machine_description
+    from rope_ref.cli.bench.machine import machine_description
 
     reason = rr.available_backends()["exact"]
     if reason is not None:

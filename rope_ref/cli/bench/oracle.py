@@ -220,7 +220,7 @@ def _rounds_for(shape: tuple[int, int, int, int], rounds: int) -> int:
 
 def run_oracle(args: argparse.Namespace) -> int:
     """Time the oracle preset; print a table (or JSON with ``--json``)."""
-    from rope_ref.cli.bench import machine_description
+    from rope_ref.cli.bench.machine import machine_description
 
     rounds = max(1, min(args.rounds, 20))
     rows = [_comparisons(shape, _rounds_for(shape, rounds)) for shape in ORACLE_PRESETS["oracle"]]

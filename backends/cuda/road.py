@@ -1,0 +1,103 @@
+"""The CUDA arrays' road through ``apply_rope`` and ``apply_rope_qk``.
+
+`rope_ref._engine.api` hands CUDA arrays here with ``backend="cupy"`` or ``"auto"``. A
+PyTorch CUDA tensor whose call records gradients or runs under a ``torch.func`` transform,
+and every call that ``torch.compile`` traces, goes to the torch custom operators
+(`rope_ref.backends.torch_ops.operators`), whose CUDA implementation runs
+`rope_ref.backends.cuda.call.run` on the detached tensor; every other call runs
+`~rope_ref.backends.cuda.call.run` at once: the kernel's short road, else the engine's
+general path. A call the operators do not take goes to the general path.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from rope_ref._engine.runner import general, general_qk
+from rope_ref._engine.torch_views import compiling, operators_needed
+
+from . import call
+from .arrays import arrays_for
+
+__all__ = ["run", "run_qk"]
+
+
+def run(
+    x: Any,
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    backend: Any,
+    out: Any,
+    role: Any,
+) -> Any:
+    """``apply_rope`` of a CUDA array: the custom operators where needed, else `call.run`."""
+    if role is None and isinstance(form, str) and form == "rotate_half":
+        if compiling():  # torch.compile traces the call: the custom operator
+            result = _operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
+                                              seq_len, out)  # fmt: skip
+        elif _records(x, positions):  # autograd, torch.func
+            result = _operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
+                                             seq_len, out)  # fmt: skip
+        else:
+            return call.run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
+                            backend, out, role)  # fmt: skip
+        if result is not None:
+            return result
+        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
+                       out, role)  # fmt: skip
+    return call.run(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
+                    role)  # fmt: skip
+
+
+def run_qk(
+    q: Any,
+    k: Any,
+    spec: Any,
+    positions: Any,
+    k_positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    backend: Any,
+) -> tuple[Any, Any]:
+    """``apply_rope_qk`` of CUDA arrays: the custom operators where needed, else `call.run_qk`."""
+    if isinstance(form, str) and form == "rotate_half":
+        if compiling():  # torch.compile traces the call: the custom operator
+            result = _operators().traced_qk_cuda(q, k, spec, positions, k_positions, offset,
+                                                 seq_axis, inverse, seq_len)  # fmt: skip
+        elif _records(q, positions, k, k_positions):  # autograd, torch.func
+            result = _operators().apply_qk_cuda(q, k, spec, positions, k_positions, offset,
+                                                seq_axis, inverse, seq_len)  # fmt: skip
+        else:
+            return call.run_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
+                               seq_len, form, backend)  # fmt: skip
+        if result is not None:
+            return result  # type: ignore[no-any-return]
+        return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
+                          seq_len, form, backend)  # fmt: skip
+    return call.run_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
+                       form, backend)  # fmt: skip
+
+
+def _records(x: Any, positions: Any, *more: Any) -> bool:
+    """Whether `x` is a CUDA tensor whose call (or that of ``more``'s pair) needs the operators."""
+    arrays = arrays_for(x)
+    if arrays is None or arrays.kind != "torch":
+        return False
+    pairs = [(x, positions), *zip(more[::2], more[1::2], strict=True)]
+    return any(operators_needed(a, p) for a, p in pairs)
+
+
+def _operators() -> ModuleType:
+    """`rope_ref.backends.torch_ops.operators` (imports torch: on first use)."""
+    from ..torch_ops import operators
+
+    return operators
