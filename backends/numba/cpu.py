@@ -43,6 +43,7 @@ from numba import njit, prange
 
 from rope_ref._core.aliases import Array
 
+from . import outputs
 from .rows import _first_row, _next_row, _row
 
 __all__ = ["rotate"]
@@ -66,9 +67,9 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
 _BFLOAT16 = _bfloat16_dtype()
 #: The views the 16-bit dtypes are rotated through: `numba_convert` tells them apart by
 #: type (float16 bits unsigned, bfloat16 bits signed).
-_BITS: dict[np.dtype[Any], type] = {np.dtype(np.float16): np.uint16}
+_BITS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float16): np.dtype(np.uint16)}
 if _BFLOAT16 is not None:
-    _BITS[_BFLOAT16] = np.int16
+    _BITS[_BFLOAT16] = np.dtype(np.int16)
 
 
 # ----------------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ def _in_place_serial(x, cos, sin, t0, steps, start, interleaved, sign, copy_rest
 
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # Threads take equal runs of rows, so that they stay together in memory.
+    # Runs of consecutive rows, which `_launch` has the threads take one at a time.
     rows = x.shape[0] * x.shape[1] * x.shape[2]
     for k in prange(chunks):
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
@@ -180,11 +181,21 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
         kernel = _in_place_parallel if parallel else _in_place_serial
     else:
         kernel = _rows_parallel if parallel else _rows_serial
-    if parallel and _workqueue_layer():
-        with _WORKQUEUE_LOCK:
+    if not parallel:
+        kernel(*arrays, cos, sin, t0, steps, *args)
+        return
+    # The threads take the runs of rows one at a time as they come free (numba's chunk
+    # size 1: dynamic scheduling; the setting is the calling thread's own), so that a
+    # thread the system holds back leaves its runs to the others.
+    before = numba.set_parallel_chunksize(1)
+    try:
+        if _workqueue_layer():
+            with _WORKQUEUE_LOCK:
+                kernel(*arrays, cos, sin, t0, steps, *args, *extra)
+        else:
             kernel(*arrays, cos, sin, t0, steps, *args, *extra)
-    else:
-        kernel(*arrays, cos, sin, t0, steps, *args, *extra)
+    finally:
+        numba.set_parallel_chunksize(before)
 
 
 # ----------------------------------------------------------------------------------------
@@ -315,7 +326,7 @@ class Launch:
     bits (the view the loops read): `out` and the result are then such views too.
     """
 
-    __slots__ = ("_args", "_bits", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_arena", "_args", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -339,11 +350,17 @@ class Launch:
             2 * table_shape[-1] < shape[-1],
         )
         # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
-        self._bits = _BITS.get(dtype)
-        self._bits_dtype = None if self._bits is None else np.dtype(self._bits)
+        self._bits_dtype = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
-        self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
+        self._new: _Plan | None = None  # the plan for a new output
+        # Large new outputs of C-contiguous `x` come from `outputs.new_output`, which reuses
+        # the memory of outputs let go; others are np.empty_like(x), in x's axis order.
+        size = math.prod(shape) * dtype.itemsize
+        self._arena = (
+            strides == _c_strides(shape, dtype.itemsize)
+            and outputs.MIN_BYTES <= size <= outputs.MAX_BYTES
+        )
         _plan(shape, strides, strides, table_shape)  # raises if the tables do not broadcast
 
     def __call__(
@@ -358,7 +375,7 @@ class Launch:
             x[...] = self(x, None, cos, sin, first_row)
             return x
         if out is None:
-            out = np.empty_like(x)
+            out = outputs.new_output(x.shape, x.dtype) if self._arena else np.empty_like(x)
             plan = self._new or self._plan(out, new=True)
         else:
             if out is not x or self._overlaps or not x.flags.writeable:
@@ -368,8 +385,9 @@ class Launch:
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
         if plan.serial:  # the common small call, straight to the kernel
-            if self._bits is not None and xm.dtype is not self._bits_dtype:
-                xm, om = xm.view(self._bits), om.view(self._bits)
+            bits = self._bits_dtype  # (a dtype, not a type: the view is quicker)
+            if bits is not None and xm.dtype is not bits:
+                xm, om = xm.view(bits), om.view(bits)
             if in_place:
                 _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
             else:
@@ -562,3 +580,12 @@ def _merge_axes(
             for merged, s in zip(out_strides, strides, strict=True):
                 merged.append(s[i])
     return out_shape, out_strides
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of `shape` (NumPy's, for `np.empty`)."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
