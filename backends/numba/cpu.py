@@ -13,11 +13,15 @@ Design
   tables broadcast over: heads sharing positions read one table row, never a per-head
   copy). That plan depends on shapes and strides only, so `prepare` makes it once per
   geometry and a call is then a kernel launch.
-- Threads (``numba.set_num_threads`` is respected) take equal runs of consecutive rows.
+- Threads (``numba.set_num_threads`` is respected) take runs of consecutive rows,
+  `CHUNKS_PER_THREAD` per thread, one at a time as they come free (dynamic scheduling).
   Calls of fewer than `SERIAL_ROWS` rows run on the calling thread, since waking threads
-  costs more than rotating a few rows. Every kernel releases the GIL, and on numba's
-  ``workqueue`` threading layer, which is not thread-safe, parallel launches take turns
-  behind a lock: calls are safe from any number of threads on every layer.
+  costs more than rotating a few rows.
+- Large new outputs reuse the memory of outputs let go (`rope_ref.backends.numba.outputs`),
+  so that the system does not fault in and zero fresh pages on every call.
+- Every kernel releases the GIL, and on numba's ``workqueue`` threading layer, which is
+  not thread-safe, parallel launches take turns behind a lock: calls are safe from any
+  number of threads on every layer.
 - Each row rotates with a loop over pairs indexed by unsigned integers (no negative-index
   wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
   (C-contiguous input is the fast path; any strides work).
@@ -50,7 +54,8 @@ __all__ = ["rotate"]
 
 #: Below this many rows the kernel runs on the calling thread.
 SERIAL_ROWS = 256
-#: Chunks per thread: enough to balance uneven progress, few enough to keep rows together.
+#: Runs of rows per thread, taken one at a time: enough to balance uneven progress (a
+#: thread the system holds back), few enough to keep rows together.
 CHUNKS_PER_THREAD = 4
 
 

@@ -61,6 +61,7 @@ def new_output(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
+    >>> release()
     >>> a = new_output((1024, 1024, 4), np.dtype(np.float32))
     >>> a.shape, a.flags.c_contiguous, a.ctypes.data % ALIGNMENT
     ((1024, 1024, 4), True, 0)
