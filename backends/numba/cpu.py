@@ -17,8 +17,6 @@ Design
   `CHUNKS_PER_THREAD` per thread, one at a time as they come free (dynamic scheduling).
   Calls of fewer than `SERIAL_ROWS` rows run on the calling thread, since waking threads
   costs more than rotating a few rows.
-- Large new outputs reuse the memory of outputs let go (`rope_ref.backends.numba.outputs`),
-  so that the system does not fault in and zero fresh pages on every call.
 - Every kernel releases the GIL, and on numba's ``workqueue`` threading layer, which is
   not thread-safe, parallel launches take turns behind a lock: calls are safe from any
   number of threads on every layer.
@@ -47,7 +45,6 @@ from numba import njit, prange
 
 from rope_ref._core.aliases import Array
 
-from . import outputs
 from .rows import _first_row, _next_row, _row
 
 __all__ = ["rotate"]
@@ -331,7 +328,7 @@ class Launch:
     bits (the view the loops read): `out` and the result are then such views too.
     """
 
-    __slots__ = ("_arena", "_args", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_args", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -358,14 +355,7 @@ class Launch:
         self._bits_dtype = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
-        self._new: _Plan | None = None  # the plan for a new output
-        # Large new outputs of C-contiguous `x` come from `outputs.new_output`, which reuses
-        # the memory of outputs let go; others are np.empty_like(x), in x's axis order.
-        size = math.prod(shape) * dtype.itemsize
-        self._arena = (
-            strides == _c_strides(shape, dtype.itemsize)
-            and outputs.MIN_BYTES <= size <= outputs.MAX_BYTES
-        )
+        self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
         _plan(shape, strides, strides, table_shape)  # raises if the tables do not broadcast
 
     def __call__(
@@ -380,7 +370,7 @@ class Launch:
             x[...] = self(x, None, cos, sin, first_row)
             return x
         if out is None:
-            out = outputs.new_output(x.shape, x.dtype) if self._arena else np.empty_like(x)
+            out = np.empty_like(x)
             plan = self._new or self._plan(out, new=True)
         else:
             if out is not x or self._overlaps or not x.flags.writeable:
@@ -585,12 +575,3 @@ def _merge_axes(
             for merged, s in zip(out_strides, strides, strict=True):
                 merged.append(s[i])
     return out_shape, out_strides
-
-
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """The strides of a C-contiguous array of `shape` (NumPy's, for `np.empty`)."""
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
