@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,6 +42,28 @@ def test_the_baseline_is_a_memory_copy_of_the_same_bytes(monkeypatch, dtype):
     assert np.shares_memory(src, x)
     assert not np.shares_memory(dst, x)
     assert dst.tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("qk", [False, True])
+def test_allocating_calls_have_a_copy_into_a_new_array_as_floor(dtype, qk):
+    """``copy()`` of the same bytes on the calling thread: new memory each call, the bits of
+    `x` (and of the keys) unchanged, as the rows that return a new array pay for it."""
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    impls = {i.name: i for i in cpu.implementations(Case((1, 8, 2, 16), dtype, qk=qk))}
+    row = impls["copy (new array)"]
+    assert row.kind == "floor"
+    x = np.random.default_rng(0).standard_normal((1, 8, 2, 16)).astype(harness._host_dtype(dtype))
+    run = row.prepare(x)
+    first: Any = run()
+    second: Any = run()
+    assert len(first) == (2 if qk else 1)
+    unsigned = np.dtype(f"u{x.itemsize}")
+    assert first[0].dtype == unsigned
+    assert first[0].tobytes() == x.tobytes()
+    assert not np.shares_memory(first[0], x)
+    assert not np.shares_memory(first[0], second[0])
 
 
 def test_a_failing_peer_row_is_reported_and_the_table_still_printed(capsys, monkeypatch):

@@ -10,6 +10,8 @@ layout, inverse, strided views, ``out=`` and in place; tensors, JAX arrays and
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,58 @@ def test_jax_arrays_and_apply_rope_qk_give_the_numpy_bits(dtype):
     assert got_k.tobytes() == want_k.tobytes()
     jq = rr.apply_rope(jnp.asarray(q), spec, seq_axis=1, backend="auto")
     assert np.asarray(jq).tobytes() == want_q.tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_new_outputs_own_their_memory_and_keep_their_values(dtype):
+    """Large new outputs (the threaded loop, 4 MiB and more) are arrays of their own: a
+    later call, after the first result is let go or while it is held, never writes into
+    it, and each result is within the bound."""
+    dt = dtype_of(dtype)
+    spec = rr.RopeSpec(128)
+    x = draw((1, 1024, 16, 128), dt)
+    assert x.nbytes >= 4 << 20
+    kept = x.copy()
+    positions = [
+        np.broadcast_to((k + np.arange(1024))[None, :, None], x.shape[:-1]) for k in (0, 7)
+    ]
+    first = rr.apply_rope(x, spec, seq_axis=1, backend="numba")
+    first_bytes = first.tobytes()
+    held = first[0, 3:]  # a view of the first result, the result itself let go
+    del first
+    second = rr.apply_rope(x, spec, offset=7, seq_axis=1, backend="numba")
+    for result in (held.base, second):
+        assert result.flags.owndata
+        assert result.flags.c_contiguous
+        assert result.flags.writeable
+    assert not np.shares_memory(second, held)
+    assert held.base.tobytes() == first_bytes
+    assert_within_bound(held.base, kept, spec, positions[0])
+    assert_within_bound(second, kept, spec, positions[1])
+    assert x.tobytes() == kept.tobytes()
+
+
+def test_concurrent_calls_from_threads_give_right_values():
+    """Threads rotating large arrays at once each get outputs of their own, within the bound."""
+    spec = rr.RopeSpec(128)
+    inputs = [draw((1, 1024, 16, 128), np.dtype(np.float32), seed=k) for k in range(3)]
+    failures: list[str] = []
+
+    def work(x: np.ndarray) -> None:
+        for offset in range(3):
+            got = rr.apply_rope(x, spec, offset=offset, seq_axis=1, backend="numba")
+            other = rr.apply_rope(x, spec, offset=offset, seq_axis=1, backend="numba")
+            if np.shares_memory(got, other) or got.tobytes() != other.tobytes():
+                failures.append("two live outputs shared memory or differed")
+            positions = np.broadcast_to((offset + np.arange(1024))[None, :, None], x.shape[:-1])
+            try:
+                assert_within_bound(got, x, spec, positions)
+            except AssertionError as err:
+                failures.append(str(err))
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in inputs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

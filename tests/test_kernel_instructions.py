@@ -53,3 +53,5 @@ def test_bfloat16_shifts_whole_vectors():
     asm = machine_code(np.int16)
     assert re.search(r"vpslld\s[^\n]*%[yz]mm", asm), "bfloat16 loads are not vectorised"
     assert re.search(r"vpsrld\s[^\n]*%[yz]mm", asm), "bfloat16 stores are not vectorised"
+    # NaN found by one unordered comparison of the floats, not an and and a compare
+    assert re.search(r"vcmpunordps\s[^\n]*%[yz]mm", asm), "bfloat16 NaN test is not vectorised"

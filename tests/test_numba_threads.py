@@ -77,3 +77,33 @@ def test_concurrent_calls_on_every_threading_layer(layer):
         pytest.skip(f"numba's {layer!r} threading layer cannot be loaded here")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == [layer, str(layer == "workqueue"), "ok"], result.stdout
+
+
+def test_threads_take_runs_of_rows_as_they_come_free(monkeypatch):
+    """Parallel launches hand out their runs of rows one at a time (numba's chunk size 1,
+    dynamic scheduling), then give the caller back the chunk size it had set."""
+    import numba
+    import numpy as np
+
+    from rope_ref._engine.dispatch import load_backend
+
+    kernel = load_backend("numba")
+    seen: list[int] = []
+    real = kernel._rows_parallel
+
+    def spy(*args):
+        seen.append(numba.get_parallel_chunksize())
+        return real(*args)
+
+    monkeypatch.setattr(kernel, "_rows_parallel", spy)
+    x = np.random.default_rng(0).standard_normal((1, 512, 2, 64)).astype(np.float32)
+    spec = rr.RopeSpec(64)
+    before = numba.set_parallel_chunksize(3)
+    try:
+        got = rr.apply_rope(x, spec, seq_axis=1, backend="numba")
+        assert numba.get_parallel_chunksize() == 3
+    finally:
+        numba.set_parallel_chunksize(before)
+    assert seen == [1]
+    want = rr.apply_rope(x, spec, seq_axis=1, backend="reference")
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)

@@ -132,8 +132,7 @@ def _f32_to_bf16_typing(typingctx: Any, value: Any) -> Any:  # pragma: no cover 
         rounded = builder.lshr(
             builder.add(builder.add(bits, ir.Constant(i32, 0x7FFF)), odd), ir.Constant(i32, 16)
         )
-        magnitude = builder.and_(bits, ir.Constant(i32, 0x7FFFFFFF))
-        nan = builder.icmp_unsigned(">", magnitude, ir.Constant(i32, 0x7F800000))
+        nan = builder.fcmp_unordered("uno", args[0], args[0])
         quiet = builder.or_(high, ir.Constant(i32, 0x40))
         return builder.trunc(builder.select(nan, quiet, rounded), ir.IntType(16))
 

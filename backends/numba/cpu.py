@@ -13,11 +13,13 @@ Design
   tables broadcast over: heads sharing positions read one table row, never a per-head
   copy). That plan depends on shapes and strides only, so `prepare` makes it once per
   geometry and a call is then a kernel launch.
-- Threads (``numba.set_num_threads`` is respected) take equal runs of consecutive rows.
+- Threads (``numba.set_num_threads`` is respected) take runs of consecutive rows,
+  `CHUNKS_PER_THREAD` per thread, one at a time as they come free (dynamic scheduling).
   Calls of fewer than `SERIAL_ROWS` rows run on the calling thread, since waking threads
-  costs more than rotating a few rows. Every kernel releases the GIL, and on numba's
-  ``workqueue`` threading layer, which is not thread-safe, parallel launches take turns
-  behind a lock: calls are safe from any number of threads on every layer.
+  costs more than rotating a few rows.
+- Every kernel releases the GIL, and on numba's ``workqueue`` threading layer, which is
+  not thread-safe, parallel launches take turns behind a lock: calls are safe from any
+  number of threads on every layer.
 - Each row rotates with a loop over pairs indexed by unsigned integers (no negative-index
   wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
   (C-contiguous input is the fast path; any strides work).
@@ -49,7 +51,8 @@ __all__ = ["rotate"]
 
 #: Below this many rows the kernel runs on the calling thread.
 SERIAL_ROWS = 256
-#: Chunks per thread: enough to balance uneven progress, few enough to keep rows together.
+#: Runs of rows per thread, taken one at a time: enough to balance uneven progress (a
+#: thread the system holds back), few enough to keep rows together.
 CHUNKS_PER_THREAD = 4
 
 
@@ -66,9 +69,9 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
 _BFLOAT16 = _bfloat16_dtype()
 #: The views the 16-bit dtypes are rotated through: `numba_convert` tells them apart by
 #: type (float16 bits unsigned, bfloat16 bits signed).
-_BITS: dict[np.dtype[Any], type] = {np.dtype(np.float16): np.uint16}
+_BITS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float16): np.dtype(np.uint16)}
 if _BFLOAT16 is not None:
-    _BITS[_BFLOAT16] = np.int16
+    _BITS[_BFLOAT16] = np.dtype(np.int16)
 
 
 # ----------------------------------------------------------------------------------------
@@ -125,7 +128,7 @@ def _in_place_serial(x, cos, sin, t0, steps, start, interleaved, sign, copy_rest
 
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_parallel(x, out, cos, sin, t0, steps, start, interleaved, sign, copy_rest, chunks):  # type: ignore[no-untyped-def]  # pragma: no cover
-    # Threads take equal runs of rows, so that they stay together in memory.
+    # Runs of consecutive rows, which `_launch` has the threads take one at a time.
     rows = x.shape[0] * x.shape[1] * x.shape[2]
     for k in prange(chunks):
         lo, hi = rows * k // chunks, rows * (k + 1) // chunks
@@ -180,11 +183,21 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
         kernel = _in_place_parallel if parallel else _in_place_serial
     else:
         kernel = _rows_parallel if parallel else _rows_serial
-    if parallel and _workqueue_layer():
-        with _WORKQUEUE_LOCK:
+    if not parallel:
+        kernel(*arrays, cos, sin, t0, steps, *args)
+        return
+    # The threads take the runs of rows one at a time as they come free (numba's chunk
+    # size 1: dynamic scheduling; the setting is the calling thread's own), so that a
+    # thread the system holds back leaves its runs to the others.
+    before = numba.set_parallel_chunksize(1)
+    try:
+        if _workqueue_layer():
+            with _WORKQUEUE_LOCK:
+                kernel(*arrays, cos, sin, t0, steps, *args, *extra)
+        else:
             kernel(*arrays, cos, sin, t0, steps, *args, *extra)
-    else:
-        kernel(*arrays, cos, sin, t0, steps, *args, *extra)
+    finally:
+        numba.set_parallel_chunksize(before)
 
 
 # ----------------------------------------------------------------------------------------
@@ -315,7 +328,7 @@ class Launch:
     bits (the view the loops read): `out` and the result are then such views too.
     """
 
-    __slots__ = ("_args", "_bits", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = ("_args", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
 
     def __init__(
         self,
@@ -339,8 +352,7 @@ class Launch:
             2 * table_shape[-1] < shape[-1],
         )
         # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
-        self._bits = _BITS.get(dtype)
-        self._bits_dtype = None if self._bits is None else np.dtype(self._bits)
+        self._bits_dtype = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
@@ -368,8 +380,9 @@ class Launch:
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
         if plan.serial:  # the common small call, straight to the kernel
-            if self._bits is not None and xm.dtype is not self._bits_dtype:
-                xm, om = xm.view(self._bits), om.view(self._bits)
+            bits = self._bits_dtype  # (a dtype, not a type: the view is quicker)
+            if bits is not None and xm.dtype is not bits:
+                xm, om = xm.view(bits), om.view(bits)
             if in_place:
                 _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
             else:

@@ -32,6 +32,8 @@ def implementations(case: Case) -> list[Impl]:
     """The CPU rows to time for `case`, baseline first."""
     impls = [Impl(MEMORY_COPY, "baseline", functools.partial(_memory_copy, qk=case.qk))]
     backends = available_backends()
+    if not case.sequences:
+        impls.append(Impl(NEW_COPY, "floor", functools.partial(_new_copy, qk=case.qk)))
     if backends["numba"] is None and not case.sequences:
         impls.append(_allocating_copy(case))
     if case.sequences:
@@ -92,6 +94,8 @@ def _second(x: np.ndarray) -> np.ndarray:
 MEMORY_COPY = "copy (memory)"
 #: The same bytes copied by PyTorch (``copy_`` of integer views of the same width).
 TORCH_COPY = "copy (torch)"
+#: The same bytes copied into a new array (``x.copy()``): the floor of allocating calls.
+NEW_COPY = "copy (new array)"
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -115,6 +119,16 @@ def _memory_copy(x: np.ndarray, *, qk: bool) -> Prepared:
             np.copyto(dst, src)
 
     return run
+
+
+def _new_copy(x: np.ndarray, *, qk: bool) -> Prepared:
+    """``copy()`` of the bits of `x` (and of the keys): a new array, on the calling thread.
+
+    What a user's own copy costs, page faults of the fresh memory included: the honest
+    floor of the calls that return a new array, as `_memory_copy` is of ``out=`` calls.
+    """
+    arrays = [_bits(a) for a in ([x, _second(x)] if qk else [x])]
+    return lambda: [a.copy() for a in arrays]
 
 
 def _torch_copy(x: np.ndarray) -> Prepared:
