@@ -84,13 +84,13 @@ __all__ = [
     "host",
     "immutable_kind",
     "numpy_ids_call",
-    "numpy_kernel",
     "numpy_kernel_call",
     "refuse_out",
     "resolve_spec",
     "rotate",
     "rotate_qk",
     "short_road",
+    "short_road_kernel",
 ]
 
 
@@ -130,14 +130,35 @@ def short_road(
     role: Any,
 ) -> Any | None:
     """`host`'s short roads alone: the Numba kernel's result, or None (nothing checked)."""
-    if role is None and form == "rotate_half":
-        kernel = numpy_kernel(backend, x)
-        if kernel is not None:
-            if positions is None:
-                return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
-            if type(positions) is np.ndarray:  # position ids: small ones take a short road
-                return numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
-                                      seq_len, out)  # fmt: skip
+    kernel = short_road_kernel(x, form, backend, role)
+    if kernel is not None:
+        if positions is None:
+            return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
+        if type(positions) is np.ndarray:  # position ids: small ones take a short road
+            return numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
+                                  seq_len, out)  # fmt: skip
+    return None
+
+
+def short_road_kernel(x: object, form: object, backend: object, role: object) -> ModuleType | None:
+    """The one predicate of NumPy's short roads: the Numba kernel when they may take the call.
+
+    They may when `x` is a plain NumPy array, the call has no `role` and the form is
+    ``"rotate_half"``, `backend` is ``"numba"`` or ``"auto"`` and the kernel loads; the
+    short roads themselves then decline what they do not fully understand (returning None).
+    `short_road` and `rope_ref.apply_rope` (which inlines the roads, one call frame less)
+    both ask it.
+    """
+    if (
+        role is None
+        and form == "rotate_half"
+        and type(x) is np.ndarray
+        and backend in ("numba", "auto")
+    ):
+        try:
+            return load_backend("numba")
+        except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
+            return None
     return None
 
 
@@ -481,16 +502,6 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
         return None
     dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
     return dtype
-
-
-def numpy_kernel(backend: object, x: object) -> ModuleType | None:
-    """The Numba kernel module when it will rotate NumPy `x`, else None."""
-    if type(x) is not np.ndarray or backend not in ("numba", "auto"):
-        return None
-    try:
-        return load_backend("numba")
-    except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
-        return None
 
 
 def _resolve_backend(backend: str, x: Array) -> str:
