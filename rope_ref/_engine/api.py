@@ -141,7 +141,7 @@ def apply_rope(
     if kind is NUMPY:
         # the host road's short roads, inline: a decoding call is ~3 µs, a call frame 0.1 µs
         # of it; `runner.short_road_kernel` is the one predicate (`runner.short_road` too)
-        kernel = runner.short_road_kernel(x, form, backend, role)
+        kernel = runner.short_road_kernel(x, form, backend, role, out)
         if kernel is not None:
             if positions is None:
                 result = runner.numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse,

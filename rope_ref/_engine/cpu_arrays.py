@@ -299,7 +299,7 @@ def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> N
 
 def _check_tensor_out(x: Any, out: Any, needed: bool) -> None:
     if array_kind(out) != "torch":
-        msg = f"`out` must be a torch tensor for a tensor `x`; got {type(out).__name__}."
+        msg = f"`out` must be a torch tensor for a torch tensor `x`; got {type(out).__name__}."
         raise TypeError(msg)
     if out.requires_grad:
         msg = "`out` must not require grad (the kernel writes it outside autograd); got one."

@@ -83,6 +83,7 @@ __all__ = [
     "general_qk",
     "host",
     "immutable_kind",
+    "kind_called",
     "numpy_ids_call",
     "numpy_kernel_call",
     "refuse_out",
@@ -130,7 +131,7 @@ def short_road(
     role: Any,
 ) -> Any | None:
     """`host`'s short roads alone: the Numba kernel's result, or None (nothing checked)."""
-    kernel = short_road_kernel(x, form, backend, role)
+    kernel = short_road_kernel(x, form, backend, role, out)
     if kernel is not None:
         if positions is None:
             return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
@@ -140,11 +141,14 @@ def short_road(
     return None
 
 
-def short_road_kernel(x: object, form: object, backend: object, role: object) -> ModuleType | None:
+def short_road_kernel(
+    x: object, form: object, backend: object, role: object, out: object
+) -> ModuleType | None:
     """The one predicate of NumPy's short roads: the Numba kernel when they may take the call.
 
     They may when `x` is a plain NumPy array, the call has no `role` and the form is
-    ``"rotate_half"``, `backend` is ``"numba"`` or ``"auto"`` and the kernel loads; the
+    ``"rotate_half"``, `out` is None or a NumPy array (anything else is refused by the
+    general path), `backend` is ``"numba"`` or ``"auto"`` and the kernel loads; the
     short roads themselves then decline what they do not fully understand (returning None).
     `short_road` and `rope_ref.apply_rope` (which inlines the roads, one call frame less)
     both ask it.
@@ -153,6 +157,7 @@ def short_road_kernel(x: object, form: object, backend: object, role: object) ->
         role is None
         and form == "rotate_half"
         and type(x) is np.ndarray
+        and (out is None or isinstance(out, np.ndarray))
         and backend in ("numba", "auto")
     ):
         try:
@@ -207,6 +212,7 @@ def rotate(x: Any, call: Call) -> Any:
             xp=xp,
             output_layout=spec.output_layout,
         )
+    _check_out_is_array(call.out, x)
     return load_backend(name).rotate(
         x,
         cos,
@@ -483,6 +489,32 @@ def _check_kernel_options(name: str, form: Form, out: Array | None, immutable: s
     elif form != "rotate_half":
         msg = f"`form` applies to backend='reference' only; got form={form!r} with {name!r}."
         raise ValueError(msg)
+
+
+def _check_out_is_array(out: object, x: Array) -> None:
+    """TypeError naming x's kind when `out` is given and is no array at all.
+
+    Checked last, just before the kernel runs, so that every other mistake is reported
+    first; the adapters of the array kinds that check `out` themselves (PyTorch tensors)
+    raise the same error, of the same form.
+    """
+    if out is not None and not array_api_compat.is_array_api_obj(out):
+        called = kind_called(x)
+        msg = f"`out` must be {called} for {called} `x`; got {type(out).__name__}."
+        raise TypeError(msg)
+
+
+def kind_called(x: object) -> str:
+    """The array kind of `x` as messages name it: ``"a NumPy array"``, ``"a torch tensor"``."""
+    if array_api_compat.is_numpy_array(x):
+        return "a NumPy array"
+    if array_api_compat.is_torch_array(x):
+        return "a torch tensor"
+    if array_api_compat.is_cupy_array(x):
+        return "a CuPy array"
+    if array_api_compat.is_jax_array(x):
+        return "a JAX array"
+    return f"an array of {type(x).__module__.split('.')[0]}"
 
 
 def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
