@@ -29,11 +29,13 @@ positions record gradients is left to the general path).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
 from rope_ref._engine.torch_views import compiling, torch_direct, torch_direct_qk
 
@@ -246,8 +248,10 @@ def _apply_rope_cpu(
 ) -> torch.Tensor:
     out = torch.empty_like(x)
     spec = torch_specs.spec_of(spec_key)
-    torch_direct(x.resolve_neg(), out, spec, positions, _offset(offset, float_offset), seq_axis,
-                 inverse, seq_len, "rotate_half", role)  # fmt: skip
+    role_of = cast("Role | None", role)  # the operator's schema carries it as a string
+    call = Call(spec, positions, _offset(offset, float_offset), seq_axis, inverse, seq_len,
+                out=out, role=role_of)  # fmt: skip
+    torch_direct(x.resolve_neg(), call)
     return out
 
 
@@ -316,10 +320,9 @@ def _apply_rope_qk_cpu(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    rotated = torch_direct_qk(
-        q.resolve_neg(), k.resolve_neg(), torch_specs.spec_of(spec_key), positions, k_positions,
-        _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
-    )  # fmt: skip
+    call = Call(torch_specs.spec_of(spec_key), positions, _offset(offset, float_offset),
+                seq_axis, inverse, seq_len, k_positions=k_positions)  # fmt: skip
+    rotated = torch_direct_qk(q.resolve_neg(), k.resolve_neg(), call)
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):
         out = torch.empty_like(like)

@@ -27,11 +27,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rope_ref._core.aliases import BackendName
 from rope_ref._engine import jax_arrays
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
-from rope_ref._engine.runner import general
+from rope_ref._engine.runner import rotate
 from rope_ref._engine.torch_views import (
     bfloat16_dtype,
     compiling,
@@ -136,7 +138,7 @@ def apply(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: str,
+    backend: BackendName,
     out: Any,
     role: Any,
 ) -> Any | None:
@@ -175,6 +177,7 @@ def apply(
                     if bits is None
                     else road.from_numpy(result).view(x.dtype)
                 )
+    #: the custom operators' arguments, in their order
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         return _traced(x, out, args)
@@ -182,18 +185,20 @@ def apply(
         if not _torch_usable(x, "x", backend):
             return None
         needed = operators_needed(x, positions)
+        call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", backend,
+                    out, role)  # fmt: skip
         if out is not None:
-            _check_torch_out(x, out, needed, args)
+            _check_torch_out(x, out, needed, call)
         if needed:
             return _torch_ops().apply(*args, x=x)
-        return torch_direct(x, out, *args)
+        return torch_direct(x, call)
     if _numba() is None or not jax_arrays.usable(x):
         return None
+    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", backend, out,
+                role)  # fmt: skip
     if out is not None:  # refused by the general path, after the arguments checked before
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                       out, role)  # fmt: skip
-    return jax_arrays.rotate(x, spec, host_positions(positions), offset, seq_axis, inverse,
-                             seq_len, form, role)  # fmt: skip
+        return rotate(x, call)
+    return jax_arrays.rotate(x, call.but(positions=host_positions(positions)))
 
 
 def apply_qk(
@@ -207,12 +212,13 @@ def apply_qk(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: str,
+    backend: BackendName,
 ) -> tuple[Any, Any] | None:
     """``apply_rope_qk`` of two tensors or JAX arrays by the kernel, or None."""
     kind = array_kind(q)
     if kind is None or array_kind(k) != kind or not (type(form) is str and form == "rotate_half"):
         return None
+    #: the custom operators' arguments, in their order
     args = (spec, positions, k_positions, offset, seq_axis, inverse, seq_len, form)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         if not all(_traceable(a) for a in (q, k)):
@@ -223,12 +229,14 @@ def apply_qk(
             return None
         if operators_needed(q, positions) or operators_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
-        return torch_direct_qk(q, k, *args)
+        call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
+                    k_positions=k_positions)  # fmt: skip
+        return torch_direct_qk(q, k, call)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    return jax_arrays.rotate_qk(q, k, spec, host_positions(positions),
-                                host_positions(k_positions), offset, seq_axis, inverse, seq_len,
-                                form)  # fmt: skip
+    call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, "rotate_half",
+                k_positions=host_positions(k_positions))  # fmt: skip
+    return jax_arrays.rotate_qk(q, k, call)
 
 
 # ----------------------------------------------------------------------------------------
@@ -284,7 +292,7 @@ def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
     return _torch_ops().apply(*args, x=x)
 
 
-def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> None:
+def _check_torch_out(x: Any, out: Any, needed: bool, call: Call) -> None:
     """Raise if `out` is not for tensor `x`; `needed`: the call needs the custom operators.
 
     The other arguments' mistakes are reported first, as for a NumPy `x`: the call is run
@@ -293,7 +301,7 @@ def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> N
     try:
         _check_tensor_out(x, out, needed)
     except (TypeError, ValueError):
-        torch_direct(x, None, *args)
+        torch_direct(x, call.but(out=None))
         raise
 
 

@@ -21,8 +21,9 @@ import numpy as np
 
 from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.spec import RopeSpec
+from rope_ref._engine import runner
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES
-from rope_ref._engine.runner import general, general_qk, short_road
 
 __all__ = [
     "JAX_ALIGNMENT",
@@ -89,73 +90,40 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     return raw[start : start + size].view(dtype).reshape(shape)
 
 
-def rotate(
-    x: Any,
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
-) -> Any:
+def rotate(x: Any, call: Call) -> Any:
     """The runner (backend="numba") on JAX array `x`, read in place, as JAX.
 
-    `positions` are on the host (NumPy) or None.
+    ``call.positions`` are on the host (NumPy) or None; ``call.out`` is not read.
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    args = (xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
-    if short_road(*args) is None:
-        general(*args)
+    runner.host_call(xn, call.but(backend="numba", out=out))
     return adopt(out, x)
 
 
-def rotate_qk(
-    q: Any,
-    k: Any,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-) -> tuple[Any, Any]:
+def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     """The runner's queries and keys of JAX arrays `q` and `k`; positions on the host or None.
 
     The calls that are two `rotate` calls, bit for bit, are made so: one aligned output
     each, adopted by JAX.
     """
-    shift = _query_shift(q, k, spec, positions, k_positions, offset, seq_axis, seq_len)
+    shift = _query_shift(q, k, call)
     if shift is not None:
-        rest = (seq_axis, inverse, seq_len, form, None)
-        return (rotate(q, spec, None, offset + shift, *rest),
-                rotate(k, spec, None, offset, *rest))  # fmt: skip
-    pair = general_qk(np.asarray(q), np.asarray(k), spec, positions, k_positions, offset,
-                      seq_axis, inverse, seq_len, form, "numba")  # fmt: skip
+        single = call.but(k_positions=None, role=None)
+        return rotate(q, single.but(offset=call.offset + shift)), rotate(k, single)
+    pair = runner.rotate_qk(np.asarray(q), np.asarray(k), call.but(backend="numba"))
     return adopt(pair[0], q), adopt(pair[1], k)
 
 
-def _query_shift(
-    q: Any,
-    k: Any,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    seq_len: Any,
-) -> int | None:
+def _query_shift(q: Any, k: Any, call: Call) -> int | None:
     """Where the queries start past `offset` (``k_len - q_len``), or None.
 
     `apply_rope_qk` gives the queries the keys' last positions. The calls that are then
     two `apply_rope` calls, bit for bit: default positions, an integer offset, no xPos
     (whose scale needs the role) and a seq_len that does not depend on the call.
     """
-    if positions is not None or k_positions is not None or type(offset) is not int:
+    spec, offset, seq_axis = call.spec, call.offset, call.seq_axis
+    if call.positions is not None or call.k_positions is not None or type(offset) is not int:
         return None
     if not (spec is None or (type(spec) is RopeSpec and spec.xpos is None)):
         return None
@@ -164,7 +132,7 @@ def _query_shift(
         return None  # the general path names `q` or `k` in its error
     if spec is not None and spec.head_dim != head_dim:
         return None
-    if spec is not None and spec.scaling is not None and seq_len is None:
+    if spec is not None and spec.scaling is not None and call.seq_len is None:
         return None
     if type(seq_axis) is not int or not (q.ndim == k.ndim >= 2 and -q.ndim <= seq_axis < -1):
         return None

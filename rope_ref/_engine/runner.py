@@ -82,6 +82,7 @@ __all__ = [
     "general",
     "general_qk",
     "host",
+    "host_call",
     "immutable_kind",
     "kind_called",
     "numpy_ids_call",
@@ -285,14 +286,15 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     if name in QK_KERNELS:
         return _kernel_qk(name, q, k, q_call, k_call, xp)
     if isinstance(q, np.ndarray):  # the host road, each (its short roads included)
-        return _host_call(q, q_call), _host_call(k, k_call)
+        return host_call(q, q_call), host_call(k, k_call)
     return rotate(q, q_call), rotate(k, k_call)
 
 
-def _host_call(x: np.ndarray, call: Call) -> Any:
-    """`host` of one `Call`."""
-    return host(x, call.spec, call.positions, call.offset, call.seq_axis, call.inverse,
-                call.seq_len, call.form, call.backend, call.out, call.role)  # fmt: skip
+def host_call(x: np.ndarray, call: Call) -> Any:
+    """`host` of one `Call`: the Numba kernel's short roads, else `rotate` of the call."""
+    result = short_road(x, call.spec, call.positions, call.offset, call.seq_axis, call.inverse,
+                        call.seq_len, call.form, call.backend, call.out, call.role)  # fmt: skip
+    return rotate(x, call) if result is None else result
 
 
 def check_x(x: Array, name: str) -> ArrayNamespace:

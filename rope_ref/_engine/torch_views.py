@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from rope_ref._engine import jax_arrays
-from rope_ref._engine.runner import general, general_qk, short_road
+from rope_ref._engine.call import Call
+from rope_ref._engine.runner import host_call, rotate_qk
 
 __all__ = [
     "TORCH_VIEWS",
@@ -127,42 +128,25 @@ def host_positions(a: Any) -> Any:
     return a
 
 
-def torch_direct(
-    x: Any,
-    out: Any,
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
-) -> Any:
-    """The runner on NumPy views of CPU tensor `x` (and `out`) with backend="numba", as torch."""
+def torch_direct(x: Any, call: Call) -> Any:
+    """The runner on NumPy views of CPU tensor `x` (and ``call.out``) with backend="numba".
+
+    The result is a tensor (``call.out`` itself when given).
+    """
     xn = numpy_view(x)
+    out = call.out
     on = None if out is None else xn if out is x else numpy_view(out)
-    p = host_positions(positions)
-    result = short_road(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
-    if result is None:
-        result = general(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+    on_host = call.but(positions=host_positions(call.positions), backend="numba", out=on)
+    result = host_call(xn, on_host)
     return out if out is not None else as_tensor(result, x)
 
 
-def torch_direct_qk(
-    q: Any,
-    k: Any,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-) -> tuple[Any, Any]:
+def torch_direct_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     """The runner's queries and keys on NumPy views of CPU tensors `q` and `k`, as torch."""
-    q_rot, k_rot = general_qk(numpy_view(q), numpy_view(k), spec, host_positions(positions),
-                              host_positions(k_positions), offset, seq_axis, inverse, seq_len,
-                              form, "numba")  # fmt: skip
+    on_host = call.but(
+        positions=host_positions(call.positions),
+        k_positions=host_positions(call.k_positions),
+        backend="numba",
+    )
+    q_rot, k_rot = rotate_qk(numpy_view(q), numpy_view(k), on_host)
     return as_tensor(q_rot, q), as_tensor(k_rot, k)
