@@ -52,8 +52,8 @@ def _registered() -> Any:
     kinds.register(FrozenBoxed, FrozenBoxedKind())
     yield
     kinds._registered.clear()
-    kinds._kinds.clear()
-    kinds._kinds[np.ndarray] = kinds.NUMPY
+    kinds.KIND_BY_TYPE.clear()
+    kinds.KIND_BY_TYPE[np.ndarray] = kinds.NUMPY
 
 
 def _rope(x: np.ndarray, positions: np.ndarray, inverse: bool = False) -> np.ndarray:
@@ -140,7 +140,7 @@ def test_register_checks_its_arguments() -> None:
 
 
 def test_the_adapter_is_looked_up_once_per_type() -> None:
-    kinds._kinds.pop(Boxed, None)
+    kinds.KIND_BY_TYPE.pop(Boxed, None)
     calls = []
     original = kinds._classify
 

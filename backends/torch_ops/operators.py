@@ -37,7 +37,12 @@ from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
-from rope_ref._engine.torch_views import compiling, torch_direct, torch_direct_qk
+from rope_ref._engine.torch_views import (
+    compiling,
+    host_positions,
+    torch_direct,
+    torch_direct_qk,
+)
 
 from . import autograd as torch_autograd
 from . import cuda as cuda_torch
@@ -249,9 +254,9 @@ def _apply_rope_cpu(
     out = torch.empty_like(x)
     spec = torch_specs.spec_of(spec_key)
     role_of = cast("Role | None", role)  # the operator's schema carries it as a string
-    call = Call(spec, positions, _offset(offset, float_offset), seq_axis, inverse, seq_len,
-                out=out, role=role_of)  # fmt: skip
-    torch_direct(x.resolve_neg(), call)
+    call = Call(spec, host_positions(positions), _offset(offset, float_offset), seq_axis,
+                inverse, seq_len, "rotate_half", "numba", role=role_of)  # fmt: skip
+    torch_direct(x.resolve_neg(), call, out)
     return out
 
 
@@ -320,8 +325,9 @@ def _apply_rope_qk_cpu(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    call = Call(torch_specs.spec_of(spec_key), positions, _offset(offset, float_offset),
-                seq_axis, inverse, seq_len, k_positions=k_positions)  # fmt: skip
+    call = Call(torch_specs.spec_of(spec_key), host_positions(positions),
+                _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
+                "numba", k_positions=host_positions(k_positions))  # fmt: skip
     rotated = torch_direct_qk(q.resolve_neg(), k.resolve_neg(), call)
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):

@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rope_ref._core.aliases import BackendName
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, load_backend
@@ -138,7 +137,7 @@ def apply(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: BackendName,
+    backend: Any,
     out: Any,
     role: Any,
 ) -> Any | None:
@@ -185,20 +184,19 @@ def apply(
         if not _torch_usable(x, "x", backend):
             return None
         needed = operators_needed(x, positions)
-        call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", backend,
-                    out, role)  # fmt: skip
         if out is not None:
-            _check_torch_out(x, out, needed, call)
+            _check_torch_out(x, out, needed, args)
         if needed:
             return _torch_ops().apply(*args, x=x)
-        return torch_direct(x, call)
+        return torch_direct(x, _host_call(*args), out)
     if _numba() is None or not jax_arrays.usable(x):
         return None
-    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", backend, out,
-                role)  # fmt: skip
     if out is not None:  # refused by the general path, after the arguments checked before
-        return rotate(x, call)
-    return jax_arrays.rotate(x, call.but(positions=host_positions(positions)))
+        return rotate(x, Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
+                              backend, out, role))  # fmt: skip
+    call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
+                "rotate_half", "numba", None, role)  # fmt: skip
+    return jax_arrays.rotate(x, call)
 
 
 def apply_qk(
@@ -212,7 +210,7 @@ def apply_qk(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: BackendName,
+    backend: Any,
 ) -> tuple[Any, Any] | None:
     """``apply_rope_qk`` of two tensors or JAX arrays by the kernel, or None."""
     kind = array_kind(q)
@@ -229,13 +227,13 @@ def apply_qk(
             return None
         if operators_needed(q, positions) or operators_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
-        call = Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
-                    k_positions=k_positions)  # fmt: skip
+        call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
+                    "rotate_half", "numba", k_positions=host_positions(k_positions))  # fmt: skip
         return torch_direct_qk(q, k, call)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
     call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, "rotate_half",
-                k_positions=host_positions(k_positions))  # fmt: skip
+                "numba", k_positions=host_positions(k_positions))  # fmt: skip
     return jax_arrays.rotate_qk(q, k, call)
 
 
@@ -292,7 +290,16 @@ def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
     return _torch_ops().apply(*args, x=x)
 
 
-def _check_torch_out(x: Any, out: Any, needed: bool, call: Call) -> None:
+def _host_call(
+    spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any, seq_len: Any,
+    form: Any, role: Any,
+) -> Call:  # fmt: skip
+    """The `Call` of a tensor's call for the host (positions read as NumPy, the kernel)."""
+    return Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, form,
+                "numba", None, role)  # fmt: skip
+
+
+def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> None:
     """Raise if `out` is not for tensor `x`; `needed`: the call needs the custom operators.
 
     The other arguments' mistakes are reported first, as for a NumPy `x`: the call is run
@@ -301,7 +308,7 @@ def _check_torch_out(x: Any, out: Any, needed: bool, call: Call) -> None:
     try:
         _check_tensor_out(x, out, needed)
     except (TypeError, ValueError):
-        torch_direct(x, call.but(out=None))
+        torch_direct(x, _host_call(*args), None)
         raise
 
 

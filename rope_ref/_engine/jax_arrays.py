@@ -93,11 +93,12 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
 def rotate(x: Any, call: Call) -> Any:
     """The runner (backend="numba") on JAX array `x`, read in place, as JAX.
 
-    ``call.positions`` are on the host (NumPy) or None; ``call.out`` is not read.
+    `call` is for the host: positions on the host (NumPy) or None, backend="numba",
+    ``call.out`` None (the result is written into one aligned array, adopted by JAX).
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    runner.host_call(xn, call.but(backend="numba", out=out))
+    runner.host_call(xn, call, out)
     return adopt(out, x)
 
 
@@ -111,7 +112,7 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     if shift is not None:
         single = call.but(k_positions=None, role=None)
         return rotate(q, single.but(offset=call.offset + shift)), rotate(k, single)
-    pair = runner.rotate_qk(np.asarray(q), np.asarray(k), call.but(backend="numba"))
+    pair = runner.rotate_qk(np.asarray(q), np.asarray(k), call)
     return adopt(pair[0], q), adopt(pair[1], k)
 
 

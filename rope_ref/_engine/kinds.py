@@ -36,7 +36,7 @@ from rope_ref._engine import cpu_arrays
 from rope_ref._engine.runner import general, general_qk, host, refuse_out
 from rope_ref._engine.torch_views import compiling
 
-__all__ = ["ArrayKind", "HostKind", "kind_of", "register"]
+__all__ = ["KIND_BY_TYPE", "NUMPY", "ArrayKind", "HostKind", "kind_of", "register"]
 
 
 def cpu_backend(backend: object) -> bool:
@@ -113,7 +113,7 @@ class _CpuViewed(ArrayKind):
         self, x: Any, spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any,
         seq_len: Any, form: Any, backend: Any, out: Any, role: Any,
     ) -> Any:  # fmt: skip
-        if cpu_backend(backend):
+        if type(backend) is str and backend in ("numba", "auto"):  # `cpu_backend`, inline
             result = cpu_arrays.apply(x, spec, positions, offset, seq_axis, inverse, seq_len,
                                       form, backend, out, role)  # fmt: skip
             if result is not None:
@@ -231,7 +231,7 @@ _JAX = _Jax()
 _MLX = _Mlx()
 
 #: type -> its adapter, filled on first sight (and by `register`).
-_kinds: dict[type, ArrayKind] = {np.ndarray: NUMPY}
+KIND_BY_TYPE: dict[type, ArrayKind] = {np.ndarray: NUMPY}
 #: types registered by `register`, which `_classify` checks first (subclasses included).
 _registered: dict[type, ArrayKind] = {}
 
@@ -246,11 +246,11 @@ def kind_of(x: object) -> ArrayKind:
     'a NumPy array'
     """
     kind = type(x)
-    found = _kinds.get(kind)
+    found = KIND_BY_TYPE.get(kind)
     if found is None:
         found = _classify(kind)
         if not compiling():  # torch.compile traces without side effects on the caches
-            _kinds[kind] = found
+            KIND_BY_TYPE[kind] = found
     return found
 
 
@@ -269,8 +269,8 @@ def register(array_type: object, kind: object) -> None:
         msg = f"`kind` must be an ArrayKind; got {type(kind).__name__}."
         raise TypeError(msg)
     _registered[array_type] = kind
-    _kinds.clear()  # subclasses seen before are classified again
-    _kinds[np.ndarray] = NUMPY
+    KIND_BY_TYPE.clear()  # subclasses seen before are classified again
+    KIND_BY_TYPE[np.ndarray] = NUMPY
 
 
 def _classify(kind: type) -> ArrayKind:

@@ -128,25 +128,22 @@ def host_positions(a: Any) -> Any:
     return a
 
 
-def torch_direct(x: Any, call: Call) -> Any:
-    """The runner on NumPy views of CPU tensor `x` (and ``call.out``) with backend="numba".
+def torch_direct(x: Any, call: Call, out: Any) -> Any:
+    """The runner on NumPy views of CPU tensor `x` (and tensor `out`), as torch.
 
-    The result is a tensor (``call.out`` itself when given).
+    `call` is for the host: positions on the host (`host_positions`), backend="numba",
+    ``call.out`` None. The result is a tensor (`out` itself when given).
     """
     xn = numpy_view(x)
-    out = call.out
     on = None if out is None else xn if out is x else numpy_view(out)
-    on_host = call.but(positions=host_positions(call.positions), backend="numba", out=on)
-    result = host_call(xn, on_host)
+    result = host_call(xn, call, on)
     return out if out is not None else as_tensor(result, x)
 
 
 def torch_direct_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
-    """The runner's queries and keys on NumPy views of CPU tensors `q` and `k`, as torch."""
-    on_host = call.but(
-        positions=host_positions(call.positions),
-        k_positions=host_positions(call.k_positions),
-        backend="numba",
-    )
-    q_rot, k_rot = rotate_qk(numpy_view(q), numpy_view(k), on_host)
+    """The runner's queries and keys on NumPy views of CPU tensors `q` and `k`, as torch.
+
+    `call` is for the host, as for `torch_direct` (key positions too).
+    """
+    q_rot, k_rot = rotate_qk(numpy_view(q), numpy_view(k), call)
     return as_tensor(q_rot, q), as_tensor(k_rot, k)
