@@ -29,11 +29,10 @@ positions record gradients is left to the general path).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
@@ -253,10 +252,8 @@ def _apply_rope_cpu(
 ) -> torch.Tensor:
     out = torch.empty_like(x)
     spec = torch_specs.spec_of(spec_key)
-    role_of = cast("Role | None", role)  # the operator's schema carries it as a string
-    call = Call(spec, host_positions(positions), _offset(offset, float_offset), seq_axis,
-                inverse, seq_len, "rotate_half", "numba", role=role_of)  # fmt: skip
-    torch_direct(x.resolve_neg(), call, out)
+    torch_direct(x.resolve_neg(), out, spec, positions, _offset(offset, float_offset), seq_axis,
+                 inverse, seq_len, "rotate_half", role)  # fmt: skip
     return out
 
 

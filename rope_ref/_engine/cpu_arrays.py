@@ -188,15 +188,14 @@ def apply(
             _check_torch_out(x, out, needed, args)
         if needed:
             return _torch_ops().apply(*args, x=x)
-        return torch_direct(x, _host_call(*args), out)
+        return torch_direct(x, out, *args)
     if _numba() is None or not jax_arrays.usable(x):
         return None
     if out is not None:  # refused by the general path, after the arguments checked before
         return rotate(x, Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
                               backend, out, role))  # fmt: skip
-    call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
-                "rotate_half", "numba", None, role)  # fmt: skip
-    return jax_arrays.rotate(x, call)
+    return jax_arrays.rotate(x, spec, host_positions(positions), offset, seq_axis, inverse,
+                             seq_len, form, role)  # fmt: skip
 
 
 def apply_qk(
@@ -290,15 +289,6 @@ def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
     return _torch_ops().apply(*args, x=x)
 
 
-def _host_call(
-    spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any, seq_len: Any,
-    form: Any, role: Any,
-) -> Call:  # fmt: skip
-    """The `Call` of a tensor's call for the host (positions read as NumPy, the kernel)."""
-    return Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, form,
-                "numba", None, role)  # fmt: skip
-
-
 def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> None:
     """Raise if `out` is not for tensor `x`; `needed`: the call needs the custom operators.
 
@@ -308,7 +298,7 @@ def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> N
     try:
         _check_tensor_out(x, out, needed)
     except (TypeError, ValueError):
-        torch_direct(x, _host_call(*args), None)
+        torch_direct(x, None, *args)
         raise
 
 

@@ -90,15 +90,27 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     return raw[start : start + size].view(dtype).reshape(shape)
 
 
-def rotate(x: Any, call: Call) -> Any:
+def rotate(
+    x: Any,
+    spec: Any,
+    positions: Any,
+    offset: Any,
+    seq_axis: Any,
+    inverse: Any,
+    seq_len: Any,
+    form: Any,
+    role: Any,
+) -> Any:
     """The runner (backend="numba") on JAX array `x`, read in place, as JAX.
 
-    `call` is for the host: positions on the host (NumPy) or None, backend="numba",
-    ``call.out`` None (the result is written into one aligned array, adopted by JAX).
+    `positions` are on the host (NumPy) or None. Plain parameters down to the short road,
+    as for ``torch_views.torch_direct`` (a `Call` measured 0.5 to 0.9 µs more per call).
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    runner.host_call(xn, call, out)
+    args = (xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
+    if runner.short_road(*args) is None:
+        runner.general(*args)
     return adopt(out, x)
 
 
@@ -110,8 +122,9 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     """
     shift = _query_shift(q, k, call)
     if shift is not None:
-        single = call.but(k_positions=None, role=None)
-        return rotate(q, single.but(offset=call.offset + shift)), rotate(k, single)
+        rest = (call.seq_axis, call.inverse, call.seq_len, call.form, None)
+        return (rotate(q, call.spec, None, call.offset + shift, *rest),
+                rotate(k, call.spec, None, call.offset, *rest))  # fmt: skip
     pair = runner.rotate_qk(np.asarray(q), np.asarray(k), call)
     return adopt(pair[0], q), adopt(pair[1], k)
 

@@ -224,7 +224,7 @@ class _Mlx(HostKind):
         return to_mlx(result, like)
 
 
-NUMPY = _NumPy()
+NUMPY: ArrayKind = _NumPy()
 _ARRAY_API = ArrayKind()
 _TORCH = _Torch()
 _JAX = _Jax()

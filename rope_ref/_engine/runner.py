@@ -290,19 +290,11 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     return rotate(q, q_call), rotate(k, k_call)
 
 
-def host_call(x: np.ndarray, call: Call, out: np.ndarray | None = None) -> Any:
-    """`host` of one `Call`: the Numba kernel's short roads, else `rotate` of the call.
-
-    `out`: the NumPy array the kernel writes, given apart from the call (whose ``out``
-    is then None) by the adapters that write into views of their own arrays, so that the
-    call is built once per call, not once more with the view.
-    """
-    # the call's fields up to `form` and `backend`, in `short_road`'s order (a slice: cheaper
-    # than eight attribute reads on a decoding call)
-    result = short_road(x, *call[:8], call.out if out is None else out, call.role)
-    if result is not None:
-        return result
-    return rotate(x, call if out is None else call.but(out=out))
+def host_call(x: np.ndarray, call: Call) -> Any:
+    """`host` of one `Call`: the Numba kernel's short roads, else `rotate` of the call."""
+    # the call's fields in `short_road`'s order (a slice: cheaper than ten attribute reads)
+    result = short_road(x, *call[:10])
+    return rotate(x, call) if result is None else result
 
 
 def check_x(x: Array, name: str) -> ArrayNamespace:
