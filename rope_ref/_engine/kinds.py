@@ -160,7 +160,7 @@ class HostKind(ArrayKind):
     ...     def host_view(self, a): return a.data
     ...     def wrap(self, result, like): return Boxed(result)
     >>> register(Boxed, BoxedKind())
-    >>> y = rr.apply_rope(Boxed(np.ones((3, 4))), backend="numba")
+    >>> y = rr.apply_rope(Boxed(np.ones((3, 4))))
     >>> type(y).__name__, y.data[0].tolist()
     ('Boxed', [1.0, 1.0, 1.0, 1.0])
     """
