@@ -28,7 +28,8 @@ LAYERS = (
     ("rope_ref._config",),  # specs from HF configurations
     ("rope_ref._engine",),  # the engine: checks, caches, tables, the runner, dispatch
     ("rope_ref.backends",),  # the kernels (and their torch custom operators)
-    ("rope_ref._engine.api", "rope_ref._engine.cpu_arrays"),  # the public calls: a road per kind
+    # the public calls and the adapters of the array kinds (a road per kind)
+    ("rope_ref._engine.api", "rope_ref._engine.kinds", "rope_ref._engine.cpu_arrays"),
     ("rope_ref",),  # the package itself: the public API
     ("rope_ref.analysis", "rope_ref.attention"),  # the theory
     ("rope_ref.testing",),  # the oracle kit
@@ -169,6 +170,7 @@ def _circles(graph: dict[str, list[str]]) -> list[list[str]]:
 #: The engine's modules that hand calls to the kernels; no kernel imports them.
 ROADS = (
     "rope_ref._engine.api",
+    "rope_ref._engine.kinds",
     "rope_ref._engine.cpu_arrays",
     "rope_ref._engine.jax_arrays",
     "rope_ref._engine.fast_path",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
-from rope_ref._engine import api, dispatch, runner
+from rope_ref._engine import dispatch, kinds, runner
 from rope_ref._engine.table_cache import table_cache
 from tests._helpers import rope_rotate_half as _rotate_half
 
@@ -296,7 +296,7 @@ def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
         def run_qk(*args):
             knocked.append("apply_qk")
 
-    monkeypatch.setattr(api, "_cuda_call", lambda: Road)
+    monkeypatch.setattr(kinds, "cuda_road", lambda: Road)
     x = np.random.default_rng(14).standard_normal((3, 8))
     for backend in ("reference", "exact"):
         rr.apply_rope(x, backend=backend)

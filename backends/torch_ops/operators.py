@@ -34,8 +34,14 @@ from typing import Any
 import torch
 
 from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
-from rope_ref._engine.torch_views import compiling, torch_direct, torch_direct_qk
+from rope_ref._engine.torch_views import (
+    compiling,
+    host_positions,
+    torch_direct,
+    torch_direct_qk,
+)
 
 from . import autograd as torch_autograd
 from . import cuda as cuda_torch
@@ -316,10 +322,10 @@ def _apply_rope_qk_cpu(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    rotated = torch_direct_qk(
-        q.resolve_neg(), k.resolve_neg(), torch_specs.spec_of(spec_key), positions, k_positions,
-        _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
-    )  # fmt: skip
+    call = Call(torch_specs.spec_of(spec_key), host_positions(positions),
+                _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
+                "numba", k_positions=host_positions(k_positions))  # fmt: skip
+    rotated = torch_direct_qk(q.resolve_neg(), k.resolve_neg(), call)
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):
         out = torch.empty_like(like)

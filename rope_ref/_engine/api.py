@@ -1,32 +1,21 @@
-"""Public entry points: the road of x's array kind chosen once, then the engine's runner.
+"""Public entry points: the adapter of x's array kind read once, then the engine's runner.
 
-Every road goes down to `rope_ref._engine.runner` and never comes back here:
-
-- NumPy arrays: `runner.host` (the Numba kernel's short roads, else the general path);
-  with ``backend="cupy"`` or ``"auto"``, the CUDA arrays' road below after the short roads
-  (a NumPy array stands in for a device array in the CUDA kernel's host emulation);
-- PyTorch CPU tensors and JAX CPU arrays with ``backend="numba"`` or ``"auto"``: their
-  adapter (`rope_ref._engine.cpu_arrays`), which runs `runner.host` on NumPy views of
-  their memory, or the torch custom operators for autograd and ``torch.compile``;
-- CUDA arrays with ``backend="cupy"`` or ``"auto"``: the CUDA arrays' road
-  (``rope_ref.backends.cuda.road``: the torch custom operators for autograd and
-  ``torch.compile``, else the kernel's short road, else `runner.general`);
-- MLX arrays: read on the host (`rope_ref._core.foreign.on_host`), then `runner.host`;
-- anything else: `runner.general`.
+`apply_rope` and `apply_rope_qk` look up the adapter of x's type once
+(`rope_ref._engine.kinds.kind_of`) and hand it the call; every adapter's road goes down
+to `rope_ref._engine.runner` and never comes back here. The one exception to "hand it
+the call" is NumPy's decoding call: the Numba kernel's short road, inline (see
+`rope_ref._engine.kinds` for the roads of each kind).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import numpy as np
 
 from rope_ref._core.aliases import Array, BackendName, Form, Role
-from rope_ref._core.foreign import host_array, is_mlx_array, on_host
 from rope_ref._core.laid_out import laid_out_positions
 from rope_ref._core.spec import RopeSpec
-from rope_ref._engine import cpu_arrays, runner
-from rope_ref._engine.runner import general, general_qk, host, numpy_kernel, refuse_out
+from rope_ref._engine import runner
+from rope_ref._engine.kinds import KIND_BY_TYPE, NUMPY, kind_of
 
 #: `laid_out_positions` stays importable from here (the checker reads it).
 __all__ = ["apply_rope", "apply_rope_qk", "laid_out_positions"]
@@ -148,39 +137,26 @@ def apply_rope(
     >>> rr.apply_rope(x, positions=xp.asarray([5, 6, 7]), offset=-5)[0, :]
     Array([1., 1., 1., 1.], dtype=array_api_strict.float64)
     """
-    if isinstance(x, np.ndarray):  # NumPy: the host road (`runner.host`)
-        # `runner.short_road`, inline: a decoding call is ~3 µs, a call frame 0.1 µs of it
-        if role is None and form == "rotate_half":
-            kernel = numpy_kernel(backend, x)
-            if kernel is not None:
-                if positions is None:
-                    result = runner.numpy_kernel_call(kernel, x, spec, offset, seq_axis,
-                                                      inverse, seq_len, out)  # fmt: skip
-                elif type(positions) is np.ndarray:
-                    result = runner.numpy_ids_call(kernel, x, spec, positions, offset,
-                                                   seq_axis, inverse, seq_len, out)  # fmt: skip
-                else:
-                    result = None
-                if result is not None:
-                    return result
-        if not _cuda_backend(backend):
-            return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                           out, role)  # fmt: skip
-    elif _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
-        result = cpu_arrays.apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                                  backend, out, role)  # fmt: skip
-        if result is not None:
-            return result
-    if is_mlx_array(x):  # checked here, not by a decorator: the roads above stay short
-        if out is not None:
-            refuse_out(host_array(x), "MLX", spec, form, backend, inverse)
-        return on_host(host, x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                       backend, None, role)  # fmt: skip
-    if _cuda_backend(backend):
-        return _cuda_call().run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                                backend, out, role)  # fmt: skip
-    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                   role)  # fmt: skip
+    if type(x) is np.ndarray:  # NumPy, the kind of the decoding calls timed in µs
+        # the host road's short roads, inline: a decoding call is ~3 µs, a call frame 0.1 µs
+        # of it; `runner.short_road_kernel` is the one predicate (`runner.short_road` too)
+        kernel = runner.short_road_kernel(x, form, backend, role, out)
+        if kernel is not None:
+            if positions is None:
+                result = runner.numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse,
+                                                  seq_len, out)  # fmt: skip
+            elif type(positions) is np.ndarray:
+                result = runner.numpy_ids_call(kernel, x, spec, positions, offset, seq_axis,
+                                               inverse, seq_len, out)  # fmt: skip
+            else:
+                result = None
+            if result is not None:
+                return result
+        kind = NUMPY
+    else:  # the adapter of x's array kind, looked up once by type (`kind_of`'s table, inline)
+        kind = KIND_BY_TYPE.get(type(x)) or kind_of(x)
+    return kind.apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
+                      role)  # fmt: skip
 
 
 def apply_rope_qk(
@@ -233,42 +209,5 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
-    if _cpu_backend(backend):  # PyTorch CPU tensors, JAX CPU arrays
-        pair = cpu_arrays.apply_qk(q, k, spec, positions, k_positions, offset, seq_axis,
-                                   inverse, seq_len, form, backend)  # fmt: skip
-        if pair is not None:
-            return pair
-    if is_mlx_array(q):  # checked here, not by a decorator: the roads above stay short
-        return on_host(  # type: ignore[no-any-return]
-            general_qk, q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-            form, backend,
-        )  # fmt: skip
-    if _cuda_backend(backend):
-        return _cuda_call().run_qk(q, k, spec, positions, k_positions, offset, seq_axis,  # type: ignore[no-any-return]
-                                   inverse, seq_len, form, backend)  # fmt: skip
-    return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                      form, backend)  # fmt: skip
-
-
-def _cpu_backend(backend: object) -> bool:
-    return type(backend) is str and backend in ("numba", "auto")
-
-
-def _cuda_backend(backend: object) -> bool:
-    return type(backend) is str and backend in ("cupy", "auto")
-
-
-def _cuda_call() -> ModuleType:
-    """The CUDA arrays' road (``rope_ref.backends.cuda.road``; imports no CuPy).
-
-    Kept in `_CUDA_CALL` rather than by `functools.cache` and `importlib`, which
-    ``torch.compile`` cannot trace.
-    """
-    if not _CUDA_CALL:
-        from rope_ref.backends.cuda import road  # type: ignore[import-not-found,unused-ignore]
-
-        _CUDA_CALL.append(road)
-    return _CUDA_CALL[0]
-
-
-_CUDA_CALL: list[ModuleType] = []
+    return kind_of(q).apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
+                               seq_len, form, backend)  # fmt: skip

@@ -28,10 +28,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rope_ref._engine import jax_arrays
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, load_backend
 from rope_ref._engine.fast_path import numpy_kernel_call
 from rope_ref._engine.position_ids import numpy_ids_call
-from rope_ref._engine.runner import general
+from rope_ref._engine.runner import rotate
 from rope_ref._engine.torch_views import (
     bfloat16_dtype,
     compiling,
@@ -136,7 +137,7 @@ def apply(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: str,
+    backend: Any,
     out: Any,
     role: Any,
 ) -> Any | None:
@@ -175,6 +176,7 @@ def apply(
                     if bits is None
                     else road.from_numpy(result).view(x.dtype)
                 )
+    #: the custom operators' arguments, in their order
     args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         return _traced(x, out, args)
@@ -190,8 +192,8 @@ def apply(
     if _numba() is None or not jax_arrays.usable(x):
         return None
     if out is not None:  # refused by the general path, after the arguments checked before
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                       out, role)  # fmt: skip
+        return rotate(x, Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
+                              backend, out, role))  # fmt: skip
     return jax_arrays.rotate(x, spec, host_positions(positions), offset, seq_axis, inverse,
                              seq_len, form, role)  # fmt: skip
 
@@ -207,12 +209,13 @@ def apply_qk(
     inverse: Any,
     seq_len: Any,
     form: Any,
-    backend: str,
+    backend: Any,
 ) -> tuple[Any, Any] | None:
     """``apply_rope_qk`` of two tensors or JAX arrays by the kernel, or None."""
     kind = array_kind(q)
     if kind is None or array_kind(k) != kind or not (type(form) is str and form == "rotate_half"):
         return None
+    #: the custom operators' arguments, in their order
     args = (spec, positions, k_positions, offset, seq_axis, inverse, seq_len, form)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
         if not all(_traceable(a) for a in (q, k)):
@@ -223,12 +226,14 @@ def apply_qk(
             return None
         if operators_needed(q, positions) or operators_needed(k, k_positions):
             return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
-        return torch_direct_qk(q, k, *args)
+        call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
+                    "rotate_half", "numba", k_positions=host_positions(k_positions))  # fmt: skip
+        return torch_direct_qk(q, k, call)
     if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    return jax_arrays.rotate_qk(q, k, spec, host_positions(positions),
-                                host_positions(k_positions), offset, seq_axis, inverse, seq_len,
-                                form)  # fmt: skip
+    call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, "rotate_half",
+                "numba", k_positions=host_positions(k_positions))  # fmt: skip
+    return jax_arrays.rotate_qk(q, k, call)
 
 
 # ----------------------------------------------------------------------------------------
@@ -299,7 +304,7 @@ def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> N
 
 def _check_tensor_out(x: Any, out: Any, needed: bool) -> None:
     if array_kind(out) != "torch":
-        msg = f"`out` must be a torch tensor for a tensor `x`; got {type(out).__name__}."
+        msg = f"`out` must be a torch tensor for a torch tensor `x`; got {type(out).__name__}."
         raise TypeError(msg)
     if out.requires_grad:
         msg = "`out` must not require grad (the kernel writes it outside autograd); got one."

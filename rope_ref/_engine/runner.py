@@ -82,15 +82,17 @@ __all__ = [
     "general",
     "general_qk",
     "host",
+    "host_call",
     "immutable_kind",
+    "kind_called",
     "numpy_ids_call",
-    "numpy_kernel",
     "numpy_kernel_call",
     "refuse_out",
     "resolve_spec",
     "rotate",
     "rotate_qk",
     "short_road",
+    "short_road_kernel",
 ]
 
 
@@ -130,14 +132,39 @@ def short_road(
     role: Any,
 ) -> Any | None:
     """`host`'s short roads alone: the Numba kernel's result, or None (nothing checked)."""
-    if role is None and form == "rotate_half":
-        kernel = numpy_kernel(backend, x)
-        if kernel is not None:
-            if positions is None:
-                return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
-            if type(positions) is np.ndarray:  # position ids: small ones take a short road
-                return numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
-                                      seq_len, out)  # fmt: skip
+    kernel = short_road_kernel(x, form, backend, role, out)
+    if kernel is not None:
+        if positions is None:
+            return numpy_kernel_call(kernel, x, spec, offset, seq_axis, inverse, seq_len, out)
+        if type(positions) is np.ndarray:  # position ids: small ones take a short road
+            return numpy_ids_call(kernel, x, spec, positions, offset, seq_axis, inverse,
+                                  seq_len, out)  # fmt: skip
+    return None
+
+
+def short_road_kernel(
+    x: object, form: object, backend: object, role: object, out: object
+) -> ModuleType | None:
+    """The one predicate of NumPy's short roads: the Numba kernel when they may take the call.
+
+    They may when `x` is a plain NumPy array, the call has no `role` and the form is
+    ``"rotate_half"``, `out` is None or a NumPy array (anything else is refused by the
+    general path), `backend` is ``"numba"`` or ``"auto"`` and the kernel loads; the
+    short roads themselves then decline what they do not fully understand (returning None).
+    `short_road` and `rope_ref.apply_rope` (which inlines the roads, one call frame less)
+    both ask it.
+    """
+    if (
+        role is None
+        and form == "rotate_half"
+        and type(x) is np.ndarray
+        and (out is None or isinstance(out, np.ndarray))
+        and backend in ("numba", "auto")
+    ):
+        try:
+            return load_backend("numba")
+        except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
+            return None
     return None
 
 
@@ -186,6 +213,7 @@ def rotate(x: Any, call: Call) -> Any:
             xp=xp,
             output_layout=spec.output_layout,
         )
+    _check_out_is_array(call.out, x)
     return load_backend(name).rotate(
         x,
         cos,
@@ -258,14 +286,15 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     if name in QK_KERNELS:
         return _kernel_qk(name, q, k, q_call, k_call, xp)
     if isinstance(q, np.ndarray):  # the host road, each (its short roads included)
-        return _host_call(q, q_call), _host_call(k, k_call)
+        return host_call(q, q_call), host_call(k, k_call)
     return rotate(q, q_call), rotate(k, k_call)
 
 
-def _host_call(x: np.ndarray, call: Call) -> Any:
-    """`host` of one `Call`."""
-    return host(x, call.spec, call.positions, call.offset, call.seq_axis, call.inverse,
-                call.seq_len, call.form, call.backend, call.out, call.role)  # fmt: skip
+def host_call(x: np.ndarray, call: Call) -> Any:
+    """`host` of one `Call`: the Numba kernel's short roads, else `rotate` of the call."""
+    # the call's fields in `short_road`'s order (a slice: cheaper than ten attribute reads)
+    result = short_road(x, *call[:10])
+    return rotate(x, call) if result is None else result
 
 
 def check_x(x: Array, name: str) -> ArrayNamespace:
@@ -464,6 +493,32 @@ def _check_kernel_options(name: str, form: Form, out: Array | None, immutable: s
         raise ValueError(msg)
 
 
+def _check_out_is_array(out: object, x: Array) -> None:
+    """TypeError naming x's kind when `out` is given and is no array at all.
+
+    Checked last, just before the kernel runs, so that every other mistake is reported
+    first; the adapters of the array kinds that check `out` themselves (PyTorch tensors)
+    raise the same error, of the same form.
+    """
+    if out is not None and not array_api_compat.is_array_api_obj(out):
+        called = kind_called(x)
+        msg = f"`out` must be {called} for {called} `x`; got {type(out).__name__}."
+        raise TypeError(msg)
+
+
+def kind_called(x: object) -> str:
+    """The array kind of `x` as messages name it: ``"a NumPy array"``, ``"a torch tensor"``."""
+    if array_api_compat.is_numpy_array(x):
+        return "a NumPy array"
+    if array_api_compat.is_torch_array(x):
+        return "a torch tensor"
+    if array_api_compat.is_cupy_array(x):
+        return "a CuPy array"
+    if array_api_compat.is_jax_array(x):
+        return "a JAX array"
+    return f"an array of {type(x).__module__.split('.')[0]}"
+
+
 def _check_kernel_dtype(name: str, x: Array, what: str) -> None:
     """TypeError naming the backend when its kernel does not take x's dtype."""
     dtypes = KERNEL_DTYPES.get(name)
@@ -481,16 +536,6 @@ def _table_dtype(name: str, x: Array, xp: ArrayNamespace) -> object | None:
         return None
     dtype: object = xp.float64 if x.dtype == xp.float64 else xp.float32
     return dtype
-
-
-def numpy_kernel(backend: object, x: object) -> ModuleType | None:
-    """The Numba kernel module when it will rotate NumPy `x`, else None."""
-    if type(x) is not np.ndarray or backend not in ("numba", "auto"):
-        return None
-    try:
-        return load_backend("numba")
-    except (ModuleNotFoundError, RuntimeError):  # not installed, or cannot run here
-        return None
 
 
 def _resolve_backend(backend: str, x: Array) -> str:
