@@ -67,7 +67,7 @@ def _bfloat16_dtype() -> np.dtype[Any] | None:
 
 
 _BFLOAT16 = _bfloat16_dtype()
-#: The views the 16-bit dtypes are rotated through: `numba_convert` tells them apart by
+#: The views the 16-bit dtypes are rotated through: `convert` tells them apart by
 #: type (float16 bits unsigned, bfloat16 bits signed).
 _BITS: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float16): np.dtype(np.uint16)}
 if _BFLOAT16 is not None:
@@ -177,7 +177,7 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
     if parallel:
         extra = (min(rows, CHUNKS_PER_THREAD * numba.get_num_threads()),)
     bits = _BITS.get(x4.dtype)
-    if bits is not None:  # the loops of every dtype, on the bits (`numba_convert`)
+    if bits is not None:  # the loops of every dtype, on the bits (`convert`)
         arrays = (x4.view(bits),) if in_place else (x4.view(bits), o4.view(bits))
     if in_place:
         kernel = _in_place_parallel if parallel else _in_place_serial
@@ -351,7 +351,7 @@ class Launch:
             _COMPUTE_DTYPE[dtype].type(-1.0 if inverse else 1.0),
             2 * table_shape[-1] < shape[-1],
         )
-        # float16 and bfloat16 are rotated through views of their bits (`numba_convert`)
+        # float16 and bfloat16 are rotated through views of their bits (`convert`)
         self._bits_dtype = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
         self._plans: dict[tuple[int, ...], _Plan] = {}

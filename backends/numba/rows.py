@@ -31,7 +31,7 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
     n = np.uint64(cos.shape[1])
     tu = np.uint64(t)
     first = np.uint64(start)
-    if interleaved >= 2:  # pairs written in the other layout (numba_cpu's `_MODES`)
+    if interleaved >= 2:  # pairs written in the other layout (`cpu._MODES`)
         _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
     elif interleaved:
         one, two = np.uint64(1), np.uint64(2)
