@@ -10,6 +10,7 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.focus import explains_by, with_spec
 from rope_ref.testing._diagnosis.shared import (
@@ -146,22 +147,32 @@ def scaling(c: Comparison) -> Diagnosis | None:
     result (`_fitted_factors`) and the common factors (`COMMON_FACTORS`: 2, 4, 8, 16, 32,
     40), at the spec's length (8192 and 4096 where the spec has none); for a dynamic NTK
     rule, its factor at the spec's and each common context length. M-RoPE and xPos specs
-    are tried alike (a rule scales their frequencies as any other's).
+    are tried alike (a rule scales their frequencies as any other's). Explicit
+    frequencies (``freqs=``) with a rule stay every candidate's input (ggml's frequency
+    factors with YaRN); without a rule they are left alone: a rule's ramp reads the base,
+    which such frequencies need not follow.
     """
     spec = c.setup.spec
-    if spec.freqs is not None:  # explicit frequencies take no rule
+    if spec.freqs is not None and spec.scaling is None:
         return None
     for rule in _candidate_rules(c):  # at most 84 rules
         if rule == spec.scaling:
             continue
         try:
-            alt = dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
+            alt = _with_rule(spec, rule)
             found = explains_by(c, with_spec(alt), spec=alt)
         except ValueError:
             continue
         if found:
             return Diagnosis("scaling", _scaling_message(spec.scaling, rule))
     return None
+
+
+def _with_rule(spec: RopeSpec, rule: object) -> RopeSpec:
+    """`spec` with `rule` (its ``freqs`` kept; no rule over them takes the default base)."""
+    if rule is None and spec.freqs is not None:  # `base` then only fed the rule
+        return dataclasses.replace(spec, scaling=None, base=10000.0)
+    return dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
 
 
 def _scaling_message(want: object, got: object) -> str:
