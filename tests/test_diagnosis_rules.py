@@ -251,3 +251,24 @@ def test_yarn_over_explicit_frequencies_is_fitted_over_them():
     theta = _ggml_yarn(freqs, 8.0, context, 32.0, 1.0, base=base)
     y, x = _yarn_result(theta, 8.0, seed=10)
     _check(diagnose(y, x, spec, P), "the factor is 8, not 4")
+
+
+def _ggml_inverted(inv, factor, context, ext_factor, base=10000.0, d=D):
+    """`_ggml_yarn` with ramp_mix = ext_factor * (clamped y), not ext_factor * (1 - it):
+    fast pairs interpolated, slow ones kept (their share ext_factor)."""
+    kept = _ggml_yarn(inv, factor, context, 32.0, ext_factor, base=base, d=d)
+    mix = (kept - inv / factor) / (inv - inv / factor)  # ext_factor * (1 - clamped y)
+    inverted_mix = ext_factor - mix
+    return inv / factor * (1.0 - inverted_mix) + inv * inverted_mix
+
+
+@pytest.mark.parametrize("over_freqs", [False, True])
+def test_an_inverted_partial_yarn_ramp_is_named_inverted(over_freqs):
+    """Partial YaRN (ext_factor 0.5), alone or over freqs=, with its ramp inverted."""
+    factor, context, base = 4.0, 4096, 10000.0
+    rule = scaling.YaRN(factor, original_max_position=context, ext_factor=0.5)
+    inv = _inv(base) / np.linspace(1.0, 2.0, D // 2) if over_freqs else _inv(base)
+    freqs = tuple(inv) if over_freqs else None
+    spec = rr.RopeSpec(D, freqs=freqs, scaling=rule)
+    y, x = _yarn_result(_ggml_inverted(inv, factor, context, 0.5), factor, seed=11)
+    _check(diagnose(y, x, spec, P), "YaRN's ramp is inverted", "With ext_factor=0.5 the kept pairs")

@@ -191,22 +191,30 @@ def _scaling_message(want: object, got: object) -> str:
 
 
 def yarn_ramp(c: Comparison) -> Diagnosis | None:
-    """YaRN with its ramp inverted: fast pairs interpolated, slow pairs kept."""
+    """YaRN with its ramp inverted: fast pairs interpolated, slow pairs kept.
+
+    Over the spec's own input frequencies (``freqs=`` when given); with a partial YaRN's
+    ``ext_factor`` e, the unscaled share k of each pair is inverted to e - k.
+    """
     s = c.setup
     rule = s.spec.scaling
-    if not isinstance(rule, rules.YaRN) or s.spec.freqs is not None:
+    if not isinstance(rule, rules.YaRN):
         return None
-    plain = inv_freq(dataclasses.replace(s.spec, scaling=None))
+    if s.spec.freqs is not None:  # the rule's input (its base may differ from the default)
+        plain = np.array(s.spec.freqs, dtype=np.float64)
+    else:
+        plain = inv_freq(dataclasses.replace(s.spec, scaling=None))
     interpolated = plain / rule.factor
     scaled = inv_freq(s.spec, s.seq_len)
     span = plain - interpolated
+    share = rule.ext_factor  # the unscaled share of the fastest pairs
     with np.errstate(divide="ignore", invalid="ignore"):
-        kept = np.where(span != 0, (scaled - interpolated) / span, 1.0)  # 1: extrapolated
-    inverted = interpolated * kept + plain * (1.0 - kept)
+        kept = np.where(span != 0, (scaled - interpolated) / span, share)  # share: extrapolated
+    inverted = interpolated * (1.0 - share + kept) + plain * (share - kept)
     if np.allclose(inverted, scaled) or not explains(c, oracle_with_freqs(s, inverted)):
         return None
-    fast = np.flatnonzero(kept > 0.5).tolist()
-    slow = np.flatnonzero(kept <= 0.5).tolist()
+    fast = np.flatnonzero(kept > share / 2).tolist()
+    slow = np.flatnonzero(kept <= share / 2).tolist()
     fast_text = f"pairs {ranges(fast)}" if fast else "no pair"
     slow_text = f"pairs {ranges(slow)}" if slow else "no pair"
     return Diagnosis(
@@ -215,5 +223,11 @@ def yarn_ramp(c: Comparison) -> Diagnosis | None:
         f"{rule.factor:g} and leaves the slow {slow_text} at their original frequency; the "
         f"rule keeps fast pairs (wavelength below original_max_position / beta_fast) and "
         f"divides slow pairs by {rule.factor:g}. Use 1 - ramp where the ramp is used (or "
-        "swap beta_fast and beta_slow).",
+        "swap beta_fast and beta_slow)."
+        + (
+            ""
+            if share == 1.0
+            else f" With ext_factor={share:g} the kept pairs keep that share of their "
+            "frequency and the rest is divided."
+        ),
     )
