@@ -74,3 +74,21 @@ def test_a_length_below_one_or_not_finite_is_a_usage_error(capsys, value):
     err = capsys.readouterr().err
     assert status == 2
     assert f"--seq-len must be a finite length of at least 1; got {float(value)!r}." in err
+
+
+def test_the_json_verdict_states_the_length_used(capsys):
+    import json
+
+    from rope_ref.cli import main
+
+    argv = ["--convention", "plain", "--hf-config", HF_CONFIG, "--examples", "5", "--json"]
+    status = main(["check", f"{TARGETS}:dynamic_ntk_at_131072", *argv, "--seq-len", "131072"])
+    given = json.loads(capsys.readouterr().out)
+    assert status == 0, given
+    assert given["seq_len"] == 131072.0
+    status = main(["check", f"{TARGETS}:dynamic_ntk_at_131072", *argv])
+    not_given = json.loads(capsys.readouterr().out)
+    assert status == 1, not_given
+    assert "seq_len" in not_given
+    assert not_given["seq_len"] is None
+    assert not_given["cause"] == "seq_len"

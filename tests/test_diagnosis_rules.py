@@ -205,3 +205,70 @@ def test_a_wide_head_fits_the_proportional_denominator_from_the_result():
     cos, sin = np.cos(angles), np.sin(angles)
     y = np.concatenate([a * cos - b * sin, b * cos + a * sin], -1).astype(np.float32)
     _check(diagnose(y, x, spec, p), "run over 200 features")
+
+
+def _ggml_yarn(inv, factor, context, beta_fast, ext_factor, base=10000.0, d=D):
+    """ggml's rope_yarn over the inverse frequencies `inv`: the ramp of ggml_rope_yarn_corr_dims
+    (floor/ceil, hi clamped to d - 1) weighted by ext_factor (its ramp_mix)."""
+
+    def dim(rotations):
+        return (d * math.log(context / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low = max(0.0, math.floor(dim(beta_fast)))
+    high = min(d - 1.0, math.ceil(dim(1.0)))
+    y = (np.arange(d // 2, dtype=np.float64) - low) / max(0.001, high - low)
+    ramp_mix = (1.0 - np.clip(y, 0.0, 1.0)) * ext_factor
+    return inv / factor * (1.0 - ramp_mix) + inv * ramp_mix
+
+
+def _yarn_result(theta, factor, seed):
+    x = _x(P.size, seed=seed)
+    mscale = 0.1 * math.log(factor) + 1.0
+    return (_rotate(x.astype(np.float64), P[:, None] * theta) * mscale).astype(np.float32), x
+
+
+def test_partial_yarn_ramp_end_is_fitted_with_its_ext_factor():
+    """llama.cpp's partial YaRN (ext_factor 0.5) with beta_fast 16 for the spec's 32: the
+    candidates keep ext_factor, so the planted ramp end is found, not judged as full YaRN."""
+    factor, context = 4.0, 4096
+    rule = scaling.YaRN(factor, original_max_position=context, ext_factor=0.5)
+    spec = rr.RopeSpec(D, scaling=rule)
+    y, x = _yarn_result(_ggml_yarn(_inv(), factor, context, 16.0, 0.5), factor, seed=8)
+    _check(diagnose(y, x, spec, P), "beta_fast=16 (fitted)")
+
+
+def test_yarn_over_explicit_frequencies_is_fitted_over_them():
+    """ggml's frequency factors with YaRN (freqs= and a rule): beta_fast 16 planted for 32
+    is named over the spec's own frequencies, as is a factor of 8 for the spec's 4."""
+    factor, context, base = 4.0, 4096, 500000.0
+    divisors = np.linspace(1.0, 3.0, D // 2)  # per-pair frequency factors, as ggml's
+    freqs = _inv(base) / divisors
+    rule = scaling.YaRN(factor, original_max_position=context)
+    spec = rr.RopeSpec(D, base=base, freqs=tuple(freqs), scaling=rule)
+    theta = _ggml_yarn(freqs, factor, context, 16.0, 1.0, base=base)
+    y, x = _yarn_result(theta, factor, seed=9)
+    _check(diagnose(y, x, spec, P), "beta_fast=16 (fitted)")
+    theta = _ggml_yarn(freqs, 8.0, context, 32.0, 1.0, base=base)
+    y, x = _yarn_result(theta, 8.0, seed=10)
+    _check(diagnose(y, x, spec, P), "the factor is 8, not 4")
+
+
+def _ggml_inverted(inv, factor, context, ext_factor, base=10000.0, d=D):
+    """`_ggml_yarn` with ramp_mix = ext_factor * (clamped y), not ext_factor * (1 - it):
+    fast pairs interpolated, slow ones kept (their share ext_factor)."""
+    kept = _ggml_yarn(inv, factor, context, 32.0, ext_factor, base=base, d=d)
+    mix = (kept - inv / factor) / (inv - inv / factor)  # ext_factor * (1 - clamped y)
+    inverted_mix = ext_factor - mix
+    return inv / factor * (1.0 - inverted_mix) + inv * inverted_mix
+
+
+@pytest.mark.parametrize("over_freqs", [False, True])
+def test_an_inverted_partial_yarn_ramp_is_named_inverted(over_freqs):
+    """Partial YaRN (ext_factor 0.5), alone or over freqs=, with its ramp inverted."""
+    factor, context, base = 4.0, 4096, 10000.0
+    rule = scaling.YaRN(factor, original_max_position=context, ext_factor=0.5)
+    inv = _inv(base) / np.linspace(1.0, 2.0, D // 2) if over_freqs else _inv(base)
+    freqs = tuple(inv) if over_freqs else None
+    spec = rr.RopeSpec(D, freqs=freqs, scaling=rule)
+    y, x = _yarn_result(_ggml_inverted(inv, factor, context, 0.5), factor, seed=11)
+    _check(diagnose(y, x, spec, P), "YaRN's ramp is inverted", "With ext_factor=0.5 the kept pairs")

@@ -329,7 +329,7 @@ def test_multi_axis_helpers_take_their_options_by_name_only() -> None:
     for function, first, options in [
         (rr.axial_freqs, "sections", ["base", "kind", "max_freq"]),
         (rr.patch_positions, "shape", ["kind", "merge_size"]),
-        (rr.mrope_positions, "segments", ["merge_size"]),
+        (rr.mrope_positions, "segments", ["merge_size", "axes"]),
     ]:
         params = inspect.signature(function).parameters
         assert params[first].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, function

@@ -170,7 +170,7 @@ def _block_major(grid: np.ndarray, sizes: tuple[int, ...], merge: int) -> np.nda
 
 
 def mrope_positions(
-    segments: Sequence[int | Sequence[int]], *, merge_size: int = 1
+    segments: Sequence[int | Sequence[int]], *, merge_size: int = 1, axes: int = 3
 ) -> NDArray[np.int64]:
     """M-RoPE position ids ``(t, h, w)`` of a sequence of text runs and images or videos.
 
@@ -178,7 +178,10 @@ def mrope_positions(
     video of ``(T, H, W)`` patches gets ``T * (H // m) * (W // m)`` tokens with coordinates
     ``start + (t, h, w)`` (``m`` = `merge_size`). Every segment starts at
     ``max(previous positions) + 1`` (0 for the first). Use them with
-    ``RopeSpec(sections=...)`` (Qwen2/2.5-VL chunked, Qwen3-VL interleaved).
+    ``RopeSpec(sections=...)`` (Qwen2/2.5-VL chunked, Qwen3-VL interleaved). A spec with
+    more axes (a pair map with ggml's fourth position ``e``, as IMROPE's) takes ``axes=``
+    its ``position_axes``: the columns past ``(t, h, w)`` are 0 for every token, as
+    llama.cpp fills ``e`` for text and images alike.
 
     Parameters
     ----------
@@ -187,19 +190,24 @@ def mrope_positions(
         triple of patch counts (before merging, like HF's ``image_grid_thw``).
     merge_size : int, default 1
         Spatial merge of the vision tower (2 for Qwen2-VL); must divide ``H`` and ``W``.
+    axes : int, default 3
+        Columns of the result, at least 3: ``(t, h, w)`` then zeros (ggml's ``e``).
 
     Returns
     -------
     numpy.ndarray
-        int64, shape ``(n_tokens, 3)``. During decoding, the next token's position is
+        int64, shape ``(n_tokens, axes)``. During decoding, the next token's position is
         ``positions.max() + 1`` on every axis; ``positions.max() + 1 - n_tokens`` is HF's
         ``rope_deltas``.
 
     Raises
     ------
     ValueError
-        If a text run is negative, a grid is not three positive sizes, or `merge_size`
-        does not divide ``H`` and ``W``.
+        If a text run is negative, a grid is not three positive sizes, `merge_size`
+        does not divide ``H`` and ``W``, or `axes` is below 3 or above 32768.
+    TypeError
+        If `segments` is not a sequence of ints and triples, or `merge_size` or `axes` is
+        not an integer.
 
     Notes
     -----
@@ -216,8 +224,14 @@ def mrope_positions(
     >>> import rope_ref as rr
     >>> rr.mrope_positions([2, (1, 2, 2), 1]).tolist()
     [[0, 0, 0], [1, 1, 1], [2, 2, 2], [2, 2, 3], [2, 3, 2], [2, 3, 3], [4, 4, 4]]
+    >>> rr.mrope_positions([2, (1, 2, 2)], axes=4).tolist()  # ggml's IMROPE: e = 0
+    [[0, 0, 0, 0], [1, 1, 1, 0], [2, 2, 2, 0], [2, 2, 3, 0], [2, 3, 2, 0], [2, 3, 3, 0]]
     """
     merge = check_int("merge_size", merge_size, minimum=1)
+    n_axes = check_int("axes", axes, minimum=3)
+    if n_axes > MAX_HEAD_DIM // 2:  # a spec has at most one axis per pair
+        msg = f"`axes` must be at most {MAX_HEAD_DIM // 2} (one per pair); got {n_axes}."
+        raise ValueError(msg)
     if isinstance(segments, str | bytes) or not isinstance(segments, Sequence | np.ndarray):
         msg = (
             "`segments` must be a sequence of ints (text runs) and (T, H, W) triples; "
@@ -230,20 +244,23 @@ def mrope_positions(
         if isinstance(segment, int | np.integer) and not isinstance(segment, bool):
             count = check_int("segments", segment, minimum=0)
             tokens += count
-            check_size("`segments`", "positions", (tokens, 3))
+            check_size("`segments`", "positions", (tokens, n_axes))
             block = np.repeat(np.arange(count, dtype=np.int64)[:, None], 3, axis=1)
         else:
-            block, tokens = _vision_block(segment, merge, tokens)
+            block, tokens = _vision_block(segment, merge, tokens, n_axes)
         block = block + start
         blocks.append(block)
         if len(block):
             start = int(block.max()) + 1
-    if not blocks:
-        return np.zeros((0, 3), dtype=np.int64)
-    return np.concatenate(blocks, axis=0)
+    ids = np.concatenate(blocks, axis=0) if blocks else np.zeros((0, 3), dtype=np.int64)
+    if n_axes == 3:
+        return ids
+    return np.concatenate([ids, np.zeros((len(ids), n_axes - 3), dtype=np.int64)], axis=1)
 
 
-def _vision_block(segment: object, merge: int, tokens: int) -> tuple[NDArray[np.int64], int]:
+def _vision_block(
+    segment: object, merge: int, tokens: int, n_axes: int
+) -> tuple[NDArray[np.int64], int]:
     """The positions of one (T, H, W) segment, and `tokens` counting them too."""
     if isinstance(segment, str) or not isinstance(segment, Sequence | np.ndarray):
         msg = f"`segments` must hold ints (text runs) or (T, H, W) triples; got {segment!r}."
@@ -253,7 +270,7 @@ def _vision_block(segment: object, merge: int, tokens: int) -> tuple[NDArray[np.
         msg = f"`merge_size` must divide the grid's H and W ({h}, {w}); got {merge}."
         raise ValueError(msg)
     tokens += t * (h // merge) * (w // merge)
-    check_size("`segments`", "positions", (tokens, 3))
+    check_size("`segments`", "positions", (tokens, n_axes))
     grid = np.stack(
         np.meshgrid(np.arange(t), np.arange(h // merge), np.arange(w // merge), indexing="ij"),
         axis=-1,

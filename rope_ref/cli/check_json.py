@@ -8,10 +8,11 @@ from typing import Any
 __all__ = ["outcome_json"]
 
 
-def outcome_json(target: str, outcome: Any, exit_status: int) -> str:
+def outcome_json(target: str, outcome: Any, exit_status: int, seq_len: float | None = None) -> str:
     """One line of JSON for the supervised check's `outcome` of `target`.
 
-    Keys: ``target``, ``verdict`` (``conformant``, ``mismatch``, ``error``,
+    Keys: ``target``, ``seq_len`` (the length given with ``--seq-len``, null when none was
+    given), ``verdict`` (``conformant``, ``mismatch``, ``error``,
     ``not_checkable``, or the supervisor's failure kind when there is no report),
     ``exit_status``, and with a report ``examples``, ``layout``, ``max_error``,
     ``max_tolerance_share``, ``max_ulps`` (the largest over the examples and the probe;
@@ -25,17 +26,19 @@ def outcome_json(target: str, outcome: Any, exit_status: int) -> str:
     >>> from types import SimpleNamespace
     >>> failed = SimpleNamespace(kind="import_failed", message="no module x", report=None)
     >>> outcome_json("x:f", failed, 1)
-    '{"target": "x:f", "verdict": "import_failed", "error": "no module x", "exit_status": 1}'
+    '{"target": "x:f", "seq_len": null, "verdict": "import_failed", "error": "no module x", \
+"exit_status": 1}'
     """
     report = outcome.report
     if report is None:
-        data: dict[str, Any] = {"target": target, "verdict": outcome.kind}
+        data: dict[str, Any] = {"target": target, "seq_len": seq_len, "verdict": outcome.kind}
         data["error"] = outcome.message
     else:
         diagnosis = report.diagnosis
         case = report.counterexample
         data = {
             "target": target,
+            "seq_len": seq_len,
             "verdict": report.status,
             "examples": report.examples,
             "layout": report.layout,

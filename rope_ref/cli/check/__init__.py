@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     status = 1 if outcome.report is None else outcome.report.exit_status
     if args.json:
-        print(outcome_json(args.target, outcome, status))
+        print(outcome_json(args.target, outcome, status, cfg.calling.seq_len))
         return status
     if outcome.report is None:
         print(f"rope-ref check {args.target}")

@@ -202,6 +202,7 @@ def _with_length(rule: rules.YaRN | rules.Llama3, length: int) -> rules.YaRN | r
             mscale_all_dim=rule.mscale_all_dim,
             attention_factor=rule.attention_factor_value,
             truncate=rule.truncate,
+            ext_factor=rule.ext_factor,
         )
     return dataclasses.replace(rule, original_max_position=length)
 
@@ -240,6 +241,7 @@ def _yarn_with(rule: rules.YaRN, **changes: float | bool) -> rules.YaRN:
         "mscale_all_dim": rule.mscale_all_dim,
         "attention_factor": rule.attention_factor_value,
         "truncate": rule.truncate,
+        "ext_factor": rule.ext_factor,
     }
     fields.update(changes)
     return rules.YaRN(rule.factor, rule.original_max_position, **fields)  # type: ignore[arg-type]
@@ -309,13 +311,20 @@ def _fitted_widths(measured: F64 | None, base: float) -> list[int]:
 
 
 def rule_parameters(c: Comparison) -> Diagnosis | None:
-    """The spec's scaling rule with one of its parameters changed (the fitted value named)."""
+    """The spec's scaling rule with one of its parameters changed (the fitted value named).
+
+    Explicit frequencies (``freqs=``) stay the rule's input in every candidate; only
+    proportional RoPE, whose candidates are ladders of the base, is not fitted over them.
+    """
     s = c.setup
     spec = s.spec
     rule = spec.scaling
-    if rule is None or spec.freqs is not None or spec.xpos is not None or spec.n_pairs < 2:
+    if rule is None or spec.xpos is not None or spec.n_pairs < 2:
         return None
-    plain = inv_freq(dataclasses.replace(spec, scaling=None))
+    if spec.freqs is not None:  # the rule's input (its base may differ from the default)
+        plain = np.array(spec.freqs, dtype=np.float64)
+    else:
+        plain = inv_freq(dataclasses.replace(spec, scaling=None))
     fitters = {
         rules.Llama3: _llama3,
         rules.NTKAware: _ntk,
@@ -323,6 +332,8 @@ def rule_parameters(c: Comparison) -> Diagnosis | None:
         rules.YaRN: _yarn,
     }
     if isinstance(rule, rules.Proportional):
+        if spec.freqs is not None:
+            return None
         turned = TurnedAngles.of(c)
         candidates = list(_proportional(s, rule, plain, low_position_freqs(c)))
     elif type(rule) in fitters:

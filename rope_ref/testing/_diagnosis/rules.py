@@ -10,6 +10,7 @@ import numpy as np
 
 from rope_ref import scaling as rules
 from rope_ref._core.frequencies import inv_freq
+from rope_ref._core.spec import RopeSpec
 from rope_ref.testing._compare import F64, Comparison
 from rope_ref.testing._diagnosis.focus import explains_by, with_spec
 from rope_ref.testing._diagnosis.shared import (
@@ -146,22 +147,32 @@ def scaling(c: Comparison) -> Diagnosis | None:
     result (`_fitted_factors`) and the common factors (`COMMON_FACTORS`: 2, 4, 8, 16, 32,
     40), at the spec's length (8192 and 4096 where the spec has none); for a dynamic NTK
     rule, its factor at the spec's and each common context length. M-RoPE and xPos specs
-    are tried alike (a rule scales their frequencies as any other's).
+    are tried alike (a rule scales their frequencies as any other's). Explicit
+    frequencies (``freqs=``) with a rule stay every candidate's input (ggml's frequency
+    factors with YaRN); without a rule they are left alone: a rule's ramp reads the base,
+    which such frequencies need not follow.
     """
     spec = c.setup.spec
-    if spec.freqs is not None:  # explicit frequencies take no rule
+    if spec.freqs is not None and spec.scaling is None:
         return None
     for rule in _candidate_rules(c):  # at most 84 rules
         if rule == spec.scaling:
             continue
         try:
-            alt = dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
+            alt = _with_rule(spec, rule)
             found = explains_by(c, with_spec(alt), spec=alt)
         except ValueError:
             continue
         if found:
             return Diagnosis("scaling", _scaling_message(spec.scaling, rule))
     return None
+
+
+def _with_rule(spec: RopeSpec, rule: object) -> RopeSpec:
+    """`spec` with `rule` (its ``freqs`` kept; no rule over them takes the default base)."""
+    if rule is None and spec.freqs is not None:  # `base` then only fed the rule
+        return dataclasses.replace(spec, scaling=None, base=10000.0)
+    return dataclasses.replace(spec, scaling=rule)  # type: ignore[arg-type]
 
 
 def _scaling_message(want: object, got: object) -> str:
@@ -180,22 +191,30 @@ def _scaling_message(want: object, got: object) -> str:
 
 
 def yarn_ramp(c: Comparison) -> Diagnosis | None:
-    """YaRN with its ramp inverted: fast pairs interpolated, slow pairs kept."""
+    """YaRN with its ramp inverted: fast pairs interpolated, slow pairs kept.
+
+    Over the spec's own input frequencies (``freqs=`` when given); with a partial YaRN's
+    ``ext_factor`` e, the unscaled share k of each pair is inverted to e - k.
+    """
     s = c.setup
     rule = s.spec.scaling
-    if not isinstance(rule, rules.YaRN) or s.spec.freqs is not None:
+    if not isinstance(rule, rules.YaRN):
         return None
-    plain = inv_freq(dataclasses.replace(s.spec, scaling=None))
+    if s.spec.freqs is not None:  # the rule's input (its base may differ from the default)
+        plain = np.array(s.spec.freqs, dtype=np.float64)
+    else:
+        plain = inv_freq(dataclasses.replace(s.spec, scaling=None))
     interpolated = plain / rule.factor
     scaled = inv_freq(s.spec, s.seq_len)
     span = plain - interpolated
+    share = rule.ext_factor  # the unscaled share of the fastest pairs
     with np.errstate(divide="ignore", invalid="ignore"):
-        kept = np.where(span != 0, (scaled - interpolated) / span, 1.0)  # 1: extrapolated
-    inverted = interpolated * kept + plain * (1.0 - kept)
+        kept = np.where(span != 0, (scaled - interpolated) / span, share)  # share: extrapolated
+    inverted = interpolated * (1.0 - share + kept) + plain * (share - kept)
     if np.allclose(inverted, scaled) or not explains(c, oracle_with_freqs(s, inverted)):
         return None
-    fast = np.flatnonzero(kept > 0.5).tolist()
-    slow = np.flatnonzero(kept <= 0.5).tolist()
+    fast = np.flatnonzero(kept > share / 2).tolist()
+    slow = np.flatnonzero(kept <= share / 2).tolist()
     fast_text = f"pairs {ranges(fast)}" if fast else "no pair"
     slow_text = f"pairs {ranges(slow)}" if slow else "no pair"
     return Diagnosis(
@@ -204,5 +223,11 @@ def yarn_ramp(c: Comparison) -> Diagnosis | None:
         f"{rule.factor:g} and leaves the slow {slow_text} at their original frequency; the "
         f"rule keeps fast pairs (wavelength below original_max_position / beta_fast) and "
         f"divides slow pairs by {rule.factor:g}. Use 1 - ramp where the ramp is used (or "
-        "swap beta_fast and beta_slow).",
+        "swap beta_fast and beta_slow)."
+        + (
+            ""
+            if share == 1.0
+            else f" With ext_factor={share:g} the kept pairs keep that share of their "
+            "frequency and the rest is divided."
+        ),
     )
