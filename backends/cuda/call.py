@@ -95,8 +95,9 @@ def run(
             return result
     else:
         decline(x)  # RuntimeError inside a CUDA graph capture
-    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                   role)  # fmt: skip
+    return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                   inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                   role=role)  # fmt: skip
 
 
 def run_qk(
@@ -119,8 +120,9 @@ def run_qk(
             return result
     else:
         decline(q)  # RuntimeError inside a CUDA graph capture
-    return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                      form, backend)  # fmt: skip
+    return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                      offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                      form=form, backend=backend)  # fmt: skip
 
 
 def apply(

@@ -37,7 +37,7 @@ def run(
     role: Any,
 ) -> Any:
     """``apply_rope`` of a CUDA array: the custom operators where needed, else `call.run`."""
-    if role is None and isinstance(form, str) and form == "rotate_half":
+    if role is None and _rotate_half(form):
         if compiling():  # torch.compile traces the call: the custom operator
             result = _operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
                                               seq_len, out)  # fmt: skip
@@ -49,8 +49,9 @@ def run(
                             backend, out, role)  # fmt: skip
         if result is not None:
             return result
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                       out, role)  # fmt: skip
+        return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                       role=role)  # fmt: skip
     return call.run(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
                     role)  # fmt: skip
 
@@ -69,7 +70,7 @@ def run_qk(
     backend: Any,
 ) -> tuple[Any, Any]:
     """``apply_rope_qk`` of CUDA arrays: the custom operators where needed, else `call.run_qk`."""
-    if isinstance(form, str) and form == "rotate_half":
+    if _rotate_half(form):
         if compiling():  # torch.compile traces the call: the custom operator
             result = _operators().traced_qk_cuda(q, k, spec, positions, k_positions, offset,
                                                  seq_axis, inverse, seq_len)  # fmt: skip
@@ -81,10 +82,16 @@ def run_qk(
                                seq_len, form, backend)  # fmt: skip
         if result is not None:
             return result  # type: ignore[no-any-return]
-        return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
-                          seq_len, form, backend)  # fmt: skip
+        return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                          offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                          form=form, backend=backend)  # fmt: skip
     return call.run_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
                        form, backend)  # fmt: skip
+
+
+def _rotate_half(form: object) -> bool:
+    """Whether `form` is ``"rotate_half"`` (any other value, of any type: False)."""
+    return isinstance(form, str) and form == "rotate_half"
 
 
 def _records(x: Any, positions: Any, *more: Any) -> bool:

@@ -108,9 +108,13 @@ def rotate(
     """
     xn = np.asarray(x)
     out = aligned_empty(xn.shape, xn.dtype)
-    args = (xn, spec, positions, offset, seq_axis, inverse, seq_len, form, "numba", out, role)
-    if runner.short_road(*args) is None:
-        runner.general(*args)
+    done = runner.short_road(xn, spec=spec, positions=positions, offset=offset,
+                             seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                             backend="numba", out=out, role=role)  # fmt: skip
+    if done is None:
+        runner.general(xn, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=out,
+                       role=role)  # fmt: skip
     return adopt(out, x)
 
 

@@ -75,8 +75,9 @@ class ArrayKind:
         if cuda_backend(backend):
             return cuda_road().run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
                                    backend, out, role)  # fmt: skip
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                       role)  # fmt: skip
+        return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                       role=role)  # fmt: skip
 
     def apply_qk(
         self, q: Any, k: Any, spec: Any, positions: Any, k_positions: Any, offset: Any,
@@ -86,8 +87,9 @@ class ArrayKind:
         if cuda_backend(backend):
             return cuda_road().run_qk(q, k, spec, positions, k_positions, offset,  # type: ignore[no-any-return]
                                       seq_axis, inverse, seq_len, form, backend)  # fmt: skip
-        return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                          form, backend)  # fmt: skip
+        return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                          offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                          form=form, backend=backend)  # fmt: skip
 
 
 class _NumPy(ArrayKind):
@@ -102,8 +104,9 @@ class _NumPy(ArrayKind):
         if cuda_backend(backend):
             return super().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
                                  backend, out, role)  # fmt: skip
-        return host(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                    role)  # fmt: skip
+        return host(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                    inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                    role=role)  # fmt: skip
 
 
 class _CpuViewed(ArrayKind):
@@ -191,23 +194,27 @@ class HostKind(ArrayKind):
             if self.immutable is not None:
                 refuse_out(view, self.immutable, spec, form, backend, inverse)
             if kind_of(out) is not self:  # what is checked before `out` is reported first
-                host(view, spec, self._host(positions), offset, seq_axis, inverse, seq_len,
-                     form, backend, None, role)  # fmt: skip
+                host(view, spec=spec, positions=self._host(positions), offset=offset,
+                     seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                     backend=backend, out=None, role=role)  # fmt: skip
                 got = type(out).__name__
                 msg = f"`out` must be {self.called} for {self.called} `x`; got {got}."
                 raise TypeError(msg)
             out_view = self.out_view(out)
-        result = host(view, spec, self._host(positions), offset, seq_axis, inverse, seq_len,
-                      form, backend, out_view, role)  # fmt: skip
+        result = host(view, spec=spec, positions=self._host(positions), offset=offset,
+                      seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                      backend=backend, out=out_view, role=role)  # fmt: skip
         return out if out is not None else self.wrap(result, x)
 
     def apply_qk(
         self, q: Any, k: Any, spec: Any, positions: Any, k_positions: Any, offset: Any,
         seq_axis: Any, inverse: Any, seq_len: Any, form: Any, backend: Any,
     ) -> tuple[Any, Any]:  # fmt: skip
-        q_rot, k_rot = general_qk(self.host_view(q), self._host(k), spec, self._host(positions),
-                                  self._host(k_positions), offset, seq_axis, inverse, seq_len,
-                                  form, backend)  # fmt: skip
+        q_rot, k_rot = general_qk(
+            self.host_view(q), self._host(k), spec=spec, positions=self._host(positions),
+            k_positions=self._host(k_positions), offset=offset, seq_axis=seq_axis,
+            inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+        )  # fmt: skip
         return self.wrap(q_rot, q), (self.wrap(k_rot, k) if kind_of(k) is self else k_rot)
 
 

@@ -149,9 +149,13 @@ def torch_direct(
     xn = numpy_view(x)
     on = None if out is None else xn if out is x else numpy_view(out)
     p = host_positions(positions)
-    result = short_road(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+    result = short_road(xn, spec=spec, positions=p, offset=offset, seq_axis=seq_axis,
+                        inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=on,
+                        role=role)  # fmt: skip
     if result is None:
-        result = general(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+        result = general(xn, spec=spec, positions=p, offset=offset, seq_axis=seq_axis,
+                         inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=on,
+                         role=role)  # fmt: skip
     return out if out is not None else as_tensor(result, x)
 
 
