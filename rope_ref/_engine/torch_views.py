@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.aliases import Form, Role
+from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.call import Call
 from rope_ref._engine.runner import general, rotate_qk, short_road
@@ -131,18 +133,19 @@ def host_positions(a: Any) -> Any:
 def torch_direct(
     x: Any,
     out: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    role: Role | None,
 ) -> Any:
     """The runner on NumPy views of CPU tensor `x` (and `out`) with backend="numba", as torch.
 
-    The arguments stay plain parameters (in `short_road`'s order) down to the short road:
+    The arguments stay plain keyword parameters down to the short road:
     a tensor's decoding call is about 5 µs, and a `Call` built for it measured 0.5 to 0.9 µs
     more; the general path builds its `Call` once the short road declined.
     """
