@@ -269,7 +269,8 @@ class HostKind(ArrayKind):
         out_view = None
         if out is not None:
             if self.immutable is not None:
-                refuse_out(view, self.immutable, spec, form, backend, inverse)
+                refuse_out(view, self.immutable, spec=spec, form=form, backend=backend,
+                           inverse=inverse)  # fmt: skip
             if kind_of(out) is not self:  # what is checked before `out` is reported first
                 host(view, spec=spec, positions=self._host(positions), offset=offset,
                      seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,

@@ -492,7 +492,13 @@ def _written(spec: RopeSpec) -> dict[str, str]:
 
 
 def refuse_out(
-    x: Any, kind: str, spec: RopeSpec | None, form: Any, backend: Any, inverse: Any
+    x: Any,
+    kind: str,
+    *,
+    spec: RopeSpec | None,
+    form: Form,
+    backend: BackendName,
+    inverse: bool,
 ) -> None:
     """Raise as `general` does for an `out` given with an array of immutable `kind`.
 
