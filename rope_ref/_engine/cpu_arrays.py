@@ -237,22 +237,25 @@ def apply_qk(
         or not (isinstance(form, str) and form == "rotate_half")
     ):
         return None
-    #: the custom operators' call
-    ops_call = Call(spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
-                    inverse=inverse, seq_len=seq_len, k_positions=k_positions)  # fmt: skip
-    if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
-        if not all(_traceable(a) for a in (q, k)):
-            return None
-        return _torch_ops().apply_qk(q, k, ops_call)  # type: ignore[no-any-return]
     if kind == "torch":
-        if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
+        if compiling():  # traced for torch.compile: the custom operator
+            if not all(_traceable(a) for a in (q, k)):
+                return None
+            needed = True
+        elif not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
-        if operators_needed(q, positions) or operators_needed(k, k_positions):
-            return _torch_ops().apply_qk(q, k, ops_call)  # type: ignore[no-any-return]
+        else:  # autograd, torch.func: the custom operator
+            needed = operators_needed(q, positions) or operators_needed(k, k_positions)
+        if needed:
+            call = Call(spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                        inverse=inverse, seq_len=seq_len, k_positions=k_positions)  # fmt: skip
+            return _torch_ops().apply_qk(q, k, call)  # type: ignore[no-any-return]
     elif _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    host_call = ops_call.but(positions=host_positions(positions), backend="numba",
-                             k_positions=host_positions(k_positions))  # fmt: skip
+    # for the host: positions read as NumPy (views where they can be), the Numba kernel
+    host_call = Call(spec=spec, positions=host_positions(positions), offset=offset,
+                     seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, backend="numba",
+                     k_positions=host_positions(k_positions))  # fmt: skip
     if kind == "torch":
         return torch_direct_qk(q, k, host_call)
     return jax_arrays.rotate_qk(q, k, host_call)

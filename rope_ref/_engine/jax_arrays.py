@@ -128,13 +128,12 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
     """
     shift = _query_shift(q, k, call)
     if shift is not None:
-        q_call, k_call = call.but(offset=call.offset + shift), call
-        return (rotate(q, spec=q_call.spec, positions=None, offset=q_call.offset,
-                       seq_axis=call.seq_axis, inverse=call.inverse, seq_len=call.seq_len,
-                       form=call.form, role=None),
-                rotate(k, spec=k_call.spec, positions=None, offset=k_call.offset,
-                       seq_axis=call.seq_axis, inverse=call.inverse, seq_len=call.seq_len,
-                       form=call.form, role=None))  # fmt: skip
+        spec, offset, seq_axis = call.spec, call.offset, call.seq_axis
+        inverse, seq_len, form = call.inverse, call.seq_len, call.form
+        return (rotate(q, spec=spec, positions=None, offset=offset + shift, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, role=None),
+                rotate(k, spec=spec, positions=None, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, role=None))  # fmt: skip
     pair = runner.rotate_qk(np.asarray(q), np.asarray(k), call)
     return adopt(pair[0], q), adopt(pair[1], k)
 
