@@ -252,10 +252,10 @@ def apply_qk(
             return _torch_ops().apply_qk(q, k, call)  # type: ignore[no-any-return]
     elif _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    # for the host: positions read as NumPy (views where they can be), the Numba kernel
-    host_call = Call(spec=spec, positions=host_positions(positions), offset=offset,
-                     seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, backend="numba",
-                     k_positions=host_positions(k_positions))  # fmt: skip
+    # for the host: positions read as NumPy (views where they can be), the Numba kernel; the
+    # fields in order (typed: a NamedTuple built so costs half its build by keyword)
+    host_call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
+                     "rotate_half", "numba", k_positions=host_positions(k_positions))  # fmt: skip
     if kind == "torch":
         return torch_direct_qk(q, k, host_call)
     return jax_arrays.rotate_qk(q, k, host_call)
