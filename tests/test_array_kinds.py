@@ -153,3 +153,17 @@ def test_the_adapter_is_looked_up_once_per_type() -> None:
         for _ in range(3):
             rr.apply_rope(Boxed(_data()))
     assert calls == [Boxed]
+
+
+def test_the_runner_names_the_immutable_kinds_as_their_adapters_do() -> None:
+    """Catches: `runner.immutable_kind` (asked by the roads that have no adapter: the CUDA
+    road, the torch operators) and an adapter's `immutable` telling different stories, so
+    that an `out` would be refused for a kind on one road and written on another."""
+    from rope_ref._engine import runner
+
+    torch = pytest.importorskip("torch")
+    jnp = pytest.importorskip("jax.numpy")
+    cases = ((np.zeros((2, 4)), None), (torch.zeros(2, 4), None), (jnp.zeros((2, 4)), "JAX"))
+    for a, expected in cases:
+        assert kinds.kind_of(a).immutable == expected, type(a)
+        assert runner.immutable_kind(a) == expected, type(a)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import rope_ref as rr
+from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import load_backend
 from tests.cuda_host import emulation, stub_cupy
 
@@ -316,7 +317,7 @@ def test_a_traced_call_is_the_operators_only_for_cuda_tensors_with_cupy_installe
     cupy_here = rr.available_backends()["cupy"] is None
     assert numba_torch._cuda_kernel_takes("cuda") is cupy_here
     assert numba_torch._cuda_kernel_takes("cpu") is False
-    assert numba_torch.traced_cuda(np.zeros((2, 64)), HALF, None, 0, -2, False, None, None) is None
+    assert numba_torch.traced_cuda(np.zeros((2, 64)), Call(spec=HALF)) is None
 
 
 # ---- fake CUDA tensors ------------------------------------------------------------------------

@@ -289,11 +289,11 @@ def test_only_cupy_and_auto_knock_at_the_cuda_short_road(monkeypatch):
 
     class Road:
         @staticmethod
-        def run(*args):
+        def run(*args, **kwargs):
             knocked.append("apply")
 
         @staticmethod
-        def run_qk(*args):
+        def run_qk(*args, **kwargs):
             knocked.append("apply_qk")
 
     monkeypatch.setattr(kinds, "cuda_road", lambda: Road)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.aliases import BackendName, Form, Role
 from rope_ref._core.defaults import cached_default_spec
 from rope_ref._core.positions import grid_axes
 from rope_ref._core.spec import RopeSpec
@@ -72,16 +73,17 @@ MAX_SIGNATURES = 1024
 
 def run(
     x: Any,
+    *,
     spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any:
     """``apply_rope`` of a CUDA array (any other too): the short road, else the general path.
 
@@ -95,22 +97,24 @@ def run(
             return result
     else:
         decline(x)  # RuntimeError inside a CUDA graph capture
-    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                   role)  # fmt: skip
+    return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                   inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                   role=role)  # fmt: skip
 
 
 def run_qk(
     q: Any,
     k: Any,
+    *,
     spec: RopeSpec | None,
     positions: Any,
     k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
 ) -> tuple[Any, Any]:
     """``apply_rope_qk`` of CUDA arrays: one launch on the short road, else the general path."""
     if isinstance(form, str) and form == "rotate_half":
@@ -119,8 +123,9 @@ def run_qk(
             return result
     else:
         decline(q)  # RuntimeError inside a CUDA graph capture
-    return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                      form, backend)  # fmt: skip
+    return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                      offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                      form=form, backend=backend)  # fmt: skip
 
 
 def apply(

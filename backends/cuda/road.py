@@ -14,6 +14,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from rope_ref._core.aliases import BackendName, Form, Role
+from rope_ref._core.spec import RopeSpec
+from rope_ref._engine.call import Call
 from rope_ref._engine.runner import general, general_qk
 from rope_ref._engine.torch_views import compiling, operators_needed
 
@@ -25,66 +28,69 @@ __all__ = ["run", "run_qk"]
 
 def run(
     x: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any:
     """``apply_rope`` of a CUDA array: the custom operators where needed, else `call.run`."""
-    if role is None and isinstance(form, str) and form == "rotate_half":
-        if compiling():  # torch.compile traces the call: the custom operator
-            result = _operators().traced_cuda(x, spec, positions, offset, seq_axis, inverse,
-                                              seq_len, out)  # fmt: skip
-        elif _records(x, positions):  # autograd, torch.func
-            result = _operators().apply_cuda(x, spec, positions, offset, seq_axis, inverse,
-                                             seq_len, out)  # fmt: skip
-        else:
-            return call.run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                            backend, out, role)  # fmt: skip
+    if role is None and _rotate_half(form) and (compiling() or _records(x, positions)):
+        operators = _operators()
+        take = operators.traced_cuda if compiling() else operators.apply_cuda
+        op_call = Call(spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, out=out)  # fmt: skip
+        result = take(x, op_call)  # torch.compile traces the call, or autograd, torch.func
         if result is not None:
             return result
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                       out, role)  # fmt: skip
-    return call.run(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                    role)  # fmt: skip
+        return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                       role=role)  # fmt: skip
+    return call.run(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                    inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                    role=role)  # fmt: skip
 
 
 def run_qk(
     q: Any,
     k: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
     k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
 ) -> tuple[Any, Any]:
     """``apply_rope_qk`` of CUDA arrays: the custom operators where needed, else `call.run_qk`."""
-    if isinstance(form, str) and form == "rotate_half":
-        if compiling():  # torch.compile traces the call: the custom operator
-            result = _operators().traced_qk_cuda(q, k, spec, positions, k_positions, offset,
-                                                 seq_axis, inverse, seq_len)  # fmt: skip
-        elif _records(q, positions, k, k_positions):  # autograd, torch.func
-            result = _operators().apply_qk_cuda(q, k, spec, positions, k_positions, offset,
-                                                seq_axis, inverse, seq_len)  # fmt: skip
-        else:
-            return call.run_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
-                               seq_len, form, backend)  # fmt: skip
+    if _rotate_half(form) and (compiling() or _records(q, positions, k, k_positions)):
+        operators = _operators()
+        take = operators.traced_qk_cuda if compiling() else operators.apply_qk_cuda
+        op_call = Call(spec=spec, positions=positions, k_positions=k_positions, offset=offset,
+                       seq_axis=seq_axis, inverse=inverse, seq_len=seq_len)  # fmt: skip
+        result = take(q, k, op_call)  # torch.compile traces the call, or autograd, torch.func
         if result is not None:
             return result  # type: ignore[no-any-return]
-        return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
-                          seq_len, form, backend)  # fmt: skip
-    return call.run_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                       form, backend)  # fmt: skip
+        return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                          offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                          form=form, backend=backend)  # fmt: skip
+    return call.run_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                       offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                       form=form, backend=backend)  # fmt: skip
+
+
+def _rotate_half(form: object) -> bool:
+    """Whether `form` is ``"rotate_half"`` (any other value, of any type: False)."""
+    return isinstance(form, str) and form == "rotate_half"
 
 
 def _records(x: Any, positions: Any, *more: Any) -> bool:

@@ -182,12 +182,15 @@ def _by_the_reference(ctx: Any, given: tuple[Any, ...], *, vjp: bool) -> list[An
             p[i] = value
         if one:
             offset, float_offset, seq_axis, inverse, seq_len, role = ctx.rest
-            return (general(rotated[0], ctx.spec, p[0], _offset(offset, float_offset), seq_axis,
-                            inverse, seq_len, "rotate_half", "reference", None, role),)  # fmt: skip
+            return (general(rotated[0], spec=ctx.spec, positions=p[0],
+                            offset=_offset(offset, float_offset), seq_axis=seq_axis,
+                            inverse=inverse, seq_len=seq_len, form="rotate_half",
+                            backend="reference", out=None, role=role),)  # fmt: skip
         offset, float_offset, seq_axis, inverse, seq_len = ctx.rest
-        return tuple(general_qk(rotated[0], rotated[1], ctx.spec, p[0], p[1],
-                                _offset(offset, float_offset), seq_axis, inverse, seq_len,
-                                "rotate_half", "reference"))  # fmt: skip
+        return tuple(general_qk(rotated[0], rotated[1], spec=ctx.spec, positions=p[0],
+                                k_positions=p[1], offset=_offset(offset, float_offset),
+                                seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                                form="rotate_half", backend="reference"))  # fmt: skip
 
     primals = tuple(positions[i] for i in chosen)
     if not vjp:

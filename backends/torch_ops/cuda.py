@@ -13,9 +13,10 @@ rotation by the same kernel on the same device.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+
+from rope_ref._core.aliases import Role
+from rope_ref._core.spec import RopeSpec
 
 from ..cuda.call import run, run_qk
 
@@ -24,36 +25,40 @@ __all__ = ["rotate", "rotate_qk"]
 
 def rotate(
     x: torch.Tensor,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: torch.Tensor | None,
-    offset: int | float,
+    offset: float,
     seq_axis: int,
     inverse: bool,
     seq_len: float | None,
-    role: str | None,
+    role: Role | None,
 ) -> torch.Tensor:
     """``apply_rope`` of CUDA tensor `x` by the CUDA kernel, into ``torch.empty_like(x)``."""
     out = torch.empty_like(x)
-    run(x.detach().resolve_neg(), spec, positions, offset, seq_axis, inverse, seq_len,
-        "rotate_half", "cupy", out, role)  # fmt: skip
+    run(x.detach().resolve_neg(), spec=spec, positions=positions, offset=offset,
+        seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form="rotate_half", backend="cupy",
+        out=out, role=role)  # fmt: skip
     return out
 
 
 def rotate_qk(
     q: torch.Tensor,
     k: torch.Tensor,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: torch.Tensor | None,
     k_positions: torch.Tensor | None,
-    offset: int | float,
+    offset: float,
     seq_axis: int,
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``apply_rope_qk`` of CUDA tensors `q` and `k` (one launch), laid out like them."""
-    rotated = run_qk(q.detach().resolve_neg(), k.detach().resolve_neg(), spec, positions,
-                        k_positions, offset, seq_axis, inverse, seq_len, "rotate_half",
-                        "cupy")  # fmt: skip
+    rotated = run_qk(q.detach().resolve_neg(), k.detach().resolve_neg(), spec=spec,
+                     positions=positions, k_positions=k_positions, offset=offset,
+                     seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form="rotate_half",
+                     backend="cupy")  # fmt: skip
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):
         out = torch.empty_like(like)

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from rope_ref._core.aliases import Role
 from rope_ref._core.spec import RopeSpec
 from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, available_backends
@@ -89,21 +90,16 @@ def _positions(positions: Any, x: torch.Tensor) -> tuple[bool, torch.Tensor | No
     return False, None
 
 
-def apply(
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
-    *,
-    x: torch.Tensor,
-) -> torch.Tensor | None:
-    """``rope_ref::apply_rope`` of tensor `x`; None when an argument is not for the op."""
-    key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
-    usable, p = _positions(positions, x)
+def apply(x: torch.Tensor, call: Call) -> torch.Tensor | None:
+    """``rope_ref::apply_rope`` of tensor `x`; None when an argument is not for the op.
+
+    The call's ``form``, ``backend`` and ``out`` are not read (``"rotate_half"``, the
+    kernel, no `out`: the caller sends only such calls).
+    """
+    key = _spec_key(call.spec)
+    scalars = _scalars(call.offset, call.seq_axis, call.inverse, call.seq_len)
+    usable, p = _positions(call.positions, x)
+    role = call.role
     if key is None or scalars is None or not usable or role not in (None, "query", "key"):
         return None
     if compiling():  # the operator, with its own autograd formula (x only)
@@ -115,21 +111,13 @@ def apply(
 
 
 def apply_qk(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
+    q: torch.Tensor, k: torch.Tensor, call: Call
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``rope_ref::apply_rope_qk`` of tensors `q` and `k`; None when not for the op."""
-    key, scalars = _spec_key(spec), _scalars(offset, seq_axis, inverse, seq_len)
-    usable, p = _positions(positions, q)
-    k_usable, kp = _positions(k_positions, k)
+    key = _spec_key(call.spec)
+    scalars = _scalars(call.offset, call.seq_axis, call.inverse, call.seq_len)
+    usable, p = _positions(call.positions, q)
+    k_usable, kp = _positions(call.k_positions, k)
     if key is None or scalars is None or not (usable and k_usable):
         return None
     if compiling():
@@ -144,16 +132,12 @@ def _offset(offset: int, float_offset: float | None) -> int | float:
     return offset if float_offset is None else float_offset
 
 
-def traced_cuda(
-    x: Any,
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    out: Any,
-) -> torch.Tensor | None:
+def _role(role: str | None) -> Role | None:
+    """The operator's `role` string (checked by `apply`) as the engine's `Role`."""
+    return "query" if role == "query" else "key" if role == "key" else None
+
+
+def traced_cuda(x: Any, call: Call) -> torch.Tensor | None:
     """`apply_cuda` of a call that ``torch.compile`` traces, when the CUDA kernel takes `x`.
 
     Decided without the CUDA kernel's adapters (which tracing cannot run): a tensor on a
@@ -161,24 +145,14 @@ def traced_cuda(
     """
     if not (isinstance(x, torch.Tensor) and _cuda_kernel_takes(x.device.type)):
         return None
-    return apply_cuda(x, spec, positions, offset, seq_axis, inverse, seq_len, out)
+    return apply_cuda(x, call)
 
 
-def traced_qk_cuda(
-    q: Any,
-    k: Any,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-) -> tuple[torch.Tensor, torch.Tensor] | None:
+def traced_qk_cuda(q: Any, k: Any, call: Call) -> tuple[torch.Tensor, torch.Tensor] | None:
     """`apply_qk_cuda` of a traced call, as `traced_cuda` decides."""
     if not (isinstance(q, torch.Tensor) and _cuda_kernel_takes(q.device.type)):
         return None
-    return apply_qk_cuda(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len)
+    return apply_qk_cuda(q, k, call)
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator,unused-ignore]
@@ -187,16 +161,7 @@ def _cuda_kernel_takes(device_type: str) -> bool:
     return device_type == "cuda" and available_backends()["cupy"] is None
 
 
-def apply_cuda(
-    x: torch.Tensor,
-    spec: Any,
-    positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    out: Any,
-) -> torch.Tensor | None:
+def apply_cuda(x: torch.Tensor, call: Call) -> torch.Tensor | None:
     """`apply` of a CUDA tensor for autograd, ``torch.func`` or ``torch.compile``.
 
     `rope_ref.backends.cuda.call` hands over those calls (x or the positions record
@@ -206,30 +171,21 @@ def apply_cuda(
     """
     if not _kernel_dtype(x):
         return None
-    if out is not None:
+    if call.out is not None:
         if compiling():
             return None  # traced as before: out= is not an operator's argument
         msg = "`out` must be None when `x` records gradients; got a tensor."
         raise ValueError(msg)
-    return apply(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half", None, x=x)
+    return apply(x, call.but(role=None))
 
 
 def apply_qk_cuda(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    spec: Any,
-    positions: Any,
-    k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
+    q: torch.Tensor, k: torch.Tensor, call: Call
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """`apply_qk` of CUDA tensors, for the calls of `apply_cuda`, or None."""
     if not (isinstance(k, torch.Tensor) and _kernel_dtype(q) and _kernel_dtype(k)):
         return None
-    return apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                    "rotate_half")  # fmt: skip
+    return apply_qk(q, k, call)
 
 
 _KERNEL_DTYPES = tuple(getattr(torch, name) for name in KERNEL_DTYPES["cupy"])
@@ -252,8 +208,9 @@ def _apply_rope_cpu(
 ) -> torch.Tensor:
     out = torch.empty_like(x)
     spec = torch_specs.spec_of(spec_key)
-    torch_direct(x.resolve_neg(), out, spec, positions, _offset(offset, float_offset), seq_axis,
-                 inverse, seq_len, "rotate_half", role)  # fmt: skip
+    torch_direct(x.resolve_neg(), out, spec=spec, positions=positions,
+                 offset=_offset(offset, float_offset), seq_axis=seq_axis, inverse=inverse,
+                 seq_len=seq_len, form="rotate_half", role=_role(role))  # fmt: skip
     return out
 
 
@@ -269,7 +226,8 @@ def _apply_rope_cuda(
     role: str | None,
 ) -> torch.Tensor:
     spec, at = torch_specs.spec_of(spec_key), _offset(offset, float_offset)
-    return cuda_torch.rotate(x, spec, positions, at, seq_axis, inverse, seq_len, role)
+    return cuda_torch.rotate(x, spec=spec, positions=positions, offset=at, seq_axis=seq_axis,
+                             inverse=inverse, seq_len=seq_len, role=_role(role))  # fmt: skip
 
 
 _apply_rope = torch.library.custom_op(
@@ -322,9 +280,10 @@ def _apply_rope_qk_cpu(
     inverse: bool,
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    call = Call(torch_specs.spec_of(spec_key), host_positions(positions),
-                _offset(offset, float_offset), seq_axis, inverse, seq_len, "rotate_half",
-                "numba", k_positions=host_positions(k_positions))  # fmt: skip
+    call = Call(spec=torch_specs.spec_of(spec_key), positions=host_positions(positions),
+                offset=_offset(offset, float_offset), seq_axis=seq_axis, inverse=inverse,
+                seq_len=seq_len, backend="numba",
+                k_positions=host_positions(k_positions))  # fmt: skip
     rotated = torch_direct_qk(q.resolve_neg(), k.resolve_neg(), call)
     outs = []
     for result, like in zip(rotated, (q, k), strict=True):
@@ -346,7 +305,9 @@ def _apply_rope_qk_cuda(
     seq_len: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     spec, at = torch_specs.spec_of(spec_key), _offset(offset, float_offset)
-    return cuda_torch.rotate_qk(q, k, spec, positions, k_positions, at, seq_axis, inverse, seq_len)
+    return cuda_torch.rotate_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                                offset=at, seq_axis=seq_axis, inverse=inverse,
+                                seq_len=seq_len)  # fmt: skip
 
 
 _apply_rope_qk = torch.library.custom_op(

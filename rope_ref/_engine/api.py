@@ -155,8 +155,9 @@ def apply_rope(
         kind = NUMPY
     else:  # the adapter of x's array kind, looked up once by type (`kind_of`'s table, inline)
         kind = KIND_BY_TYPE.get(type(x)) or kind_of(x)
-    return kind.apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                      role)  # fmt: skip
+    return kind.apply(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                      inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                      role=role)  # fmt: skip
 
 
 def apply_rope_qk(
@@ -209,5 +210,6 @@ def apply_rope_qk(
     >>> bool(xp.all(q2 == k2[4:, :]))
     True
     """
-    return kind_of(q).apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
-                               seq_len, form, backend)  # fmt: skip
+    return kind_of(q).apply_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                               offset=offset, seq_axis=seq_axis, inverse=inverse,
+                               seq_len=seq_len, form=form, backend=backend)  # fmt: skip

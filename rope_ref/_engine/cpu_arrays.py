@@ -27,6 +27,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rope_ref._core.aliases import BackendName, Form, Role
+from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.call import Call
 from rope_ref._engine.dispatch import KERNEL_DTYPES, load_backend
@@ -130,20 +132,21 @@ def _numba() -> ModuleType | None:
 
 def apply(
     x: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any | None:
     """``apply_rope`` of a tensor or JAX array by the kernel; None: not for here."""
     kind = array_kind(x)
-    if kind is None or not (type(form) is str and form == "rotate_half"):
+    if kind is None or not (isinstance(form, str) and form == "rotate_half"):
         return None  # the reference's forms: the general path
     if kind == "torch" and out is None and role is None:
         # The decoding call, with as few steps as possible (the checks of `_torch_usable`).
@@ -176,64 +179,86 @@ def apply(
                     if bits is None
                     else road.from_numpy(result).view(x.dtype)
                 )
-    #: the custom operators' arguments, in their order
-    args = (spec, positions, offset, seq_axis, inverse, seq_len, form, role)
     if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
-        return _traced(x, out, args)
+        if out is not None or not _traceable(x):
+            return None
+        return _torch_ops().apply(x, Call(spec=spec, positions=positions, offset=offset,
+                                          seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                                          role=role))  # fmt: skip
     if kind == "torch":
         if not _torch_usable(x, "x", backend):
             return None
         needed = operators_needed(x, positions)
         if out is not None:
-            _check_torch_out(x, out, needed, args)
+            try:
+                _check_tensor_out(x, out, needed)
+            except (TypeError, ValueError):  # the other arguments' mistakes are reported first
+                torch_direct(x, None, spec=spec, positions=positions, offset=offset,
+                             seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                             form="rotate_half", role=role)  # fmt: skip
+                raise
         if needed:
-            return _torch_ops().apply(*args, x=x)
-        return torch_direct(x, out, *args)
+            return _torch_ops().apply(x, Call(spec=spec, positions=positions, offset=offset,
+                                              seq_axis=seq_axis, inverse=inverse,
+                                              seq_len=seq_len, role=role))  # fmt: skip
+        return torch_direct(x, out, spec=spec, positions=positions, offset=offset,
+                            seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form="rotate_half",
+                            role=role)  # fmt: skip
     if _numba() is None or not jax_arrays.usable(x):
         return None
     if out is not None:  # refused by the general path, after the arguments checked before
-        return rotate(x, Call(spec, positions, offset, seq_axis, inverse, seq_len, "rotate_half",
-                              backend, out, role))  # fmt: skip
-    return jax_arrays.rotate(x, spec, host_positions(positions), offset, seq_axis, inverse,
-                             seq_len, form, role)  # fmt: skip
+        return rotate(x, Call(spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                              inverse=inverse, seq_len=seq_len, backend=backend, out=out,
+                              role=role))  # fmt: skip
+    return jax_arrays.rotate(x, spec=spec, positions=host_positions(positions), offset=offset,
+                             seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                             form="rotate_half", role=role)  # fmt: skip
 
 
 def apply_qk(
     q: Any,
     k: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
     k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
 ) -> tuple[Any, Any] | None:
     """``apply_rope_qk`` of two tensors or JAX arrays by the kernel, or None."""
     kind = array_kind(q)
-    if kind is None or array_kind(k) != kind or not (type(form) is str and form == "rotate_half"):
+    if (
+        kind is None
+        or array_kind(k) != kind
+        or not (isinstance(form, str) and form == "rotate_half")
+    ):
         return None
-    #: the custom operators' arguments, in their order
-    args = (spec, positions, k_positions, offset, seq_axis, inverse, seq_len, form)
-    if kind == "torch" and compiling():  # traced for torch.compile: the custom operator
-        if not all(_traceable(a) for a in (q, k)):
-            return None
-        return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
     if kind == "torch":
-        if not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
+        if compiling():  # traced for torch.compile: the custom operator
+            if not all(_traceable(a) for a in (q, k)):
+                return None
+            needed = True
+        elif not (_torch_usable(q, "q", backend) and _torch_usable(k, "k", backend)):
             return None
-        if operators_needed(q, positions) or operators_needed(k, k_positions):
-            return _torch_ops().apply_qk(q, k, *args)  # type: ignore[no-any-return]
-        call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
-                    "rotate_half", "numba", k_positions=host_positions(k_positions))  # fmt: skip
-        return torch_direct_qk(q, k, call)
-    if _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
+        else:  # autograd, torch.func: the custom operator
+            needed = operators_needed(q, positions) or operators_needed(k, k_positions)
+        if needed:
+            call = Call(spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                        inverse=inverse, seq_len=seq_len, k_positions=k_positions)  # fmt: skip
+            return _torch_ops().apply_qk(q, k, call)  # type: ignore[no-any-return]
+    elif _numba() is None or not (jax_arrays.usable(q) and jax_arrays.usable(k)):
         return None
-    call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len, "rotate_half",
-                "numba", k_positions=host_positions(k_positions))  # fmt: skip
-    return jax_arrays.rotate_qk(q, k, call)
+    # for the host: positions read as NumPy (views where they can be), the Numba kernel; the
+    # fields in order (typed: a NamedTuple built so costs half its build by keyword)
+    host_call = Call(spec, host_positions(positions), offset, seq_axis, inverse, seq_len,
+                     "rotate_half", "numba", k_positions=host_positions(k_positions))  # fmt: skip
+    if kind == "torch":
+        return torch_direct_qk(q, k, host_call)
+    return jax_arrays.rotate_qk(q, k, host_call)
 
 
 # ----------------------------------------------------------------------------------------
@@ -282,27 +307,12 @@ def _traceable(x: Any) -> bool:
     return bool(x.is_cpu) and x.dtype in dtypes
 
 
-def _traced(x: Any, out: Any, args: tuple[Any, ...]) -> Any:
-    """The custom operator's call as ``torch.compile`` traces it; None: not for it."""
-    if out is not None or not _traceable(x):
-        return None
-    return _torch_ops().apply(*args, x=x)
-
-
-def _check_torch_out(x: Any, out: Any, needed: bool, args: tuple[Any, ...]) -> None:
+def _check_tensor_out(x: Any, out: Any, needed: bool) -> None:
     """Raise if `out` is not for tensor `x`; `needed`: the call needs the custom operators.
 
-    The other arguments' mistakes are reported first, as for a NumPy `x`: the call is run
-    without `out` (on the error's road only) before the error about `out` is raised.
+    The caller runs the call without `out` first when this raises, so that the other
+    arguments' mistakes are reported first, as for a NumPy `x`.
     """
-    try:
-        _check_tensor_out(x, out, needed)
-    except (TypeError, ValueError):
-        torch_direct(x, None, *args)
-        raise
-
-
-def _check_tensor_out(x: Any, out: Any, needed: bool) -> None:
     if array_kind(out) != "torch":
         msg = f"`out` must be a torch tensor for a torch tensor `x`; got {type(out).__name__}."
         raise TypeError(msg)

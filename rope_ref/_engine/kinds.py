@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.aliases import BackendName, Form, Role
 from rope_ref._core.foreign import compute_array, to_mlx
+from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import cpu_arrays
 from rope_ref._engine.runner import general, general_qk, host, refuse_out
 from rope_ref._engine.torch_views import compiling
@@ -64,30 +66,57 @@ class ArrayKind:
     immutable: str | None = None
 
     def apply(
-        self, x: Any, spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any,
-        seq_len: Any, form: Any, backend: Any, out: Any, role: Any,
-    ) -> Any:  # fmt: skip
+        self,
+        x: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+        out: Any,
+        role: Role | None,
+    ) -> Any:
         """``apply_rope`` of `x`: the CUDA arrays' road for CUDA backends, else the general path.
 
         The arguments are those of ``apply_rope``, as given: plain parameters, so that a
         decoding call builds no value on its way down.
         """
         if cuda_backend(backend):
-            return cuda_road().run(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                                   backend, out, role)  # fmt: skip
-        return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                       role)  # fmt: skip
+            return cuda_road().run(x, spec=spec, positions=positions, offset=offset,
+                                   seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                                   form=form, backend=backend, out=out, role=role)  # fmt: skip
+        return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                       inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                       role=role)  # fmt: skip
 
     def apply_qk(
-        self, q: Any, k: Any, spec: Any, positions: Any, k_positions: Any, offset: Any,
-        seq_axis: Any, inverse: Any, seq_len: Any, form: Any, backend: Any,
-    ) -> tuple[Any, Any]:  # fmt: skip
+        self,
+        q: Any,
+        k: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        k_positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+    ) -> tuple[Any, Any]:
         """``apply_rope_qk`` of `q` (this kind) and `k`."""
         if cuda_backend(backend):
-            return cuda_road().run_qk(q, k, spec, positions, k_positions, offset,  # type: ignore[no-any-return]
-                                      seq_axis, inverse, seq_len, form, backend)  # fmt: skip
-        return general_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse, seq_len,
-                          form, backend)  # fmt: skip
+            return cuda_road().run_qk(q, k, spec=spec, positions=positions,  # type: ignore[no-any-return]
+                                      k_positions=k_positions, offset=offset, seq_axis=seq_axis,
+                                      inverse=inverse, seq_len=seq_len, form=form,
+                                      backend=backend)  # fmt: skip
+        return general_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                          offset=offset, seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                          form=form, backend=backend)  # fmt: skip
 
 
 class _NumPy(ArrayKind):
@@ -96,42 +125,82 @@ class _NumPy(ArrayKind):
     called = "a NumPy array"
 
     def apply(
-        self, x: Any, spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any,
-        seq_len: Any, form: Any, backend: Any, out: Any, role: Any,
-    ) -> Any:  # fmt: skip
+        self,
+        x: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+        out: Any,
+        role: Role | None,
+    ) -> Any:
         if cuda_backend(backend):
-            return super().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                                 backend, out, role)  # fmt: skip
-        return host(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                    role)  # fmt: skip
+            return super().apply(x, spec=spec, positions=positions, offset=offset,
+                                 seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                                 backend=backend, out=out, role=role)  # fmt: skip
+        return host(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                    inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                    role=role)  # fmt: skip
 
 
 class _CpuViewed(ArrayKind):
     """PyTorch tensors and JAX arrays: NumPy views on the CPU, else the base's roads."""
 
     def apply(
-        self, x: Any, spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any,
-        seq_len: Any, form: Any, backend: Any, out: Any, role: Any,
-    ) -> Any:  # fmt: skip
-        if type(backend) is str and backend in ("numba", "auto"):  # `cpu_backend`, inline
-            result = cpu_arrays.apply(x, spec, positions, offset, seq_axis, inverse, seq_len,
-                                      form, backend, out, role)  # fmt: skip
+        self,
+        x: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+        out: Any,
+        role: Role | None,
+    ) -> Any:
+        if isinstance(backend, str) and backend in ("numba", "auto"):  # `cpu_backend`, inline
+            result = cpu_arrays.apply(x, spec=spec, positions=positions, offset=offset,
+                                      seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                                      form=form, backend=backend, out=out, role=role)  # fmt: skip
             if result is not None:
                 return result
-        return super().apply(x, spec, positions, offset, seq_axis, inverse, seq_len, form,
-                             backend, out, role)  # fmt: skip
+        return super().apply(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                             inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+                             out=out, role=role)  # fmt: skip
 
     def apply_qk(
-        self, q: Any, k: Any, spec: Any, positions: Any, k_positions: Any, offset: Any,
-        seq_axis: Any, inverse: Any, seq_len: Any, form: Any, backend: Any,
-    ) -> tuple[Any, Any]:  # fmt: skip
+        self,
+        q: Any,
+        k: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        k_positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+    ) -> tuple[Any, Any]:
         if cpu_backend(backend):
-            pair = cpu_arrays.apply_qk(q, k, spec, positions, k_positions, offset, seq_axis,
-                                       inverse, seq_len, form, backend)  # fmt: skip
+            pair = cpu_arrays.apply_qk(q, k, spec=spec, positions=positions,
+                                       k_positions=k_positions, offset=offset, seq_axis=seq_axis,
+                                       inverse=inverse, seq_len=seq_len, form=form,
+                                       backend=backend)  # fmt: skip
             if pair is not None:
                 return pair
-        return super().apply_qk(q, k, spec, positions, k_positions, offset, seq_axis, inverse,
-                                seq_len, form, backend)  # fmt: skip
+        return super().apply_qk(q, k, spec=spec, positions=positions, k_positions=k_positions,
+                                offset=offset, seq_axis=seq_axis, inverse=inverse,
+                                seq_len=seq_len, form=form, backend=backend)  # fmt: skip
 
 
 class _Torch(_CpuViewed):
@@ -182,32 +251,59 @@ class HostKind(ArrayKind):
         return a if a is None or kind_of(a) is not self else self.host_view(a)
 
     def apply(
-        self, x: Any, spec: Any, positions: Any, offset: Any, seq_axis: Any, inverse: Any,
-        seq_len: Any, form: Any, backend: Any, out: Any, role: Any,
-    ) -> Any:  # fmt: skip
+        self,
+        x: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+        out: Any,
+        role: Role | None,
+    ) -> Any:
         view = self.host_view(x)
         out_view = None
         if out is not None:
             if self.immutable is not None:
-                refuse_out(view, self.immutable, spec, form, backend, inverse)
+                refuse_out(view, self.immutable, spec=spec, form=form, backend=backend,
+                           inverse=inverse)  # fmt: skip
             if kind_of(out) is not self:  # what is checked before `out` is reported first
-                host(view, spec, self._host(positions), offset, seq_axis, inverse, seq_len,
-                     form, backend, None, role)  # fmt: skip
+                host(view, spec=spec, positions=self._host(positions), offset=offset,
+                     seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                     backend=backend, out=None, role=role)  # fmt: skip
                 got = type(out).__name__
                 msg = f"`out` must be {self.called} for {self.called} `x`; got {got}."
                 raise TypeError(msg)
             out_view = self.out_view(out)
-        result = host(view, spec, self._host(positions), offset, seq_axis, inverse, seq_len,
-                      form, backend, out_view, role)  # fmt: skip
+        result = host(view, spec=spec, positions=self._host(positions), offset=offset,
+                      seq_axis=seq_axis, inverse=inverse, seq_len=seq_len, form=form,
+                      backend=backend, out=out_view, role=role)  # fmt: skip
         return out if out is not None else self.wrap(result, x)
 
     def apply_qk(
-        self, q: Any, k: Any, spec: Any, positions: Any, k_positions: Any, offset: Any,
-        seq_axis: Any, inverse: Any, seq_len: Any, form: Any, backend: Any,
-    ) -> tuple[Any, Any]:  # fmt: skip
-        q_rot, k_rot = general_qk(self.host_view(q), self._host(k), spec, self._host(positions),
-                                  self._host(k_positions), offset, seq_axis, inverse, seq_len,
-                                  form, backend)  # fmt: skip
+        self,
+        q: Any,
+        k: Any,
+        *,
+        spec: RopeSpec | None,
+        positions: Any,
+        k_positions: Any,
+        offset: float,
+        seq_axis: int,
+        inverse: bool,
+        seq_len: float | None,
+        form: Form,
+        backend: BackendName,
+    ) -> tuple[Any, Any]:
+        q_rot, k_rot = general_qk(
+            self.host_view(q), self._host(k), spec=spec, positions=self._host(positions),
+            k_positions=self._host(k_positions), offset=offset, seq_axis=seq_axis,
+            inverse=inverse, seq_len=seq_len, form=form, backend=backend,
+        )  # fmt: skip
         return self.wrap(q_rot, q), (self.wrap(k_rot, k) if kind_of(k) is self else k_rot)
 
 

@@ -28,7 +28,7 @@ import array_api_compat
 import numpy as np
 
 from rope_ref._core import reference
-from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, Form
+from rope_ref._core.aliases import FORMS, Array, ArrayNamespace, BackendName, Form, Role
 from rope_ref._core.compat import (
     array_namespace,
     device,
@@ -98,38 +98,42 @@ __all__ = [
 
 def host(
     x: np.ndarray,
+    *,
     spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any:
     """`apply_rope` of NumPy array `x`: the Numba kernel's short roads, else `general`."""
-    result = short_road(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                        out, role)  # fmt: skip
+    result = short_road(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                        inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                        role=role)  # fmt: skip
     if result is not None:
         return result
-    return general(x, spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out,
-                   role)  # fmt: skip
+    return general(x, spec=spec, positions=positions, offset=offset, seq_axis=seq_axis,
+                   inverse=inverse, seq_len=seq_len, form=form, backend=backend, out=out,
+                   role=role)  # fmt: skip
 
 
 def short_road(
     x: np.ndarray,
+    *,
     spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any | None:
     """`host`'s short roads alone: the Numba kernel's result, or None (nothing checked)."""
     kernel = short_road_kernel(x, form, backend, role, out)
@@ -170,19 +174,31 @@ def short_road_kernel(
 
 def general(
     x: Any,
+    *,
     spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
     out: Any,
-    role: Any,
+    role: Role | None,
 ) -> Any:
     """`apply_rope` of any array-API array: every argument checked, tables, the backend."""
-    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, form, backend, out, role)
+    call = Call(
+        spec=spec,
+        positions=positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        form=form,
+        backend=backend,
+        out=out,
+        role=role,
+    )
     return rotate(x, call)
 
 
@@ -229,19 +245,29 @@ def rotate(x: Any, call: Call) -> Any:
 def general_qk(
     q: Any,
     k: Any,
+    *,
     spec: RopeSpec | None,
     positions: Any,
     k_positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    backend: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    backend: BackendName,
 ) -> tuple[Any, Any]:
     """`apply_rope_qk` of any array-API arrays: one kernel launch where the kernel has one."""
-    call = Call(spec, positions, offset, seq_axis, inverse, seq_len, form, backend,
-                k_positions=k_positions)  # fmt: skip
+    call = Call(
+        spec=spec,
+        positions=positions,
+        offset=offset,
+        seq_axis=seq_axis,
+        inverse=inverse,
+        seq_len=seq_len,
+        form=form,
+        backend=backend,
+        k_positions=k_positions,
+    )
     return rotate_qk(q, k, call)
 
 
@@ -292,8 +318,19 @@ def rotate_qk(q: Any, k: Any, call: Call) -> tuple[Any, Any]:
 
 def host_call(x: np.ndarray, call: Call) -> Any:
     """`host` of one `Call`: the Numba kernel's short roads, else `rotate` of the call."""
-    # the call's fields in `short_road`'s order (a slice: cheaper than ten attribute reads)
-    result = short_road(x, *call[:10])
+    result = short_road(
+        x,
+        spec=call.spec,
+        positions=call.positions,
+        offset=call.offset,
+        seq_axis=call.seq_axis,
+        inverse=call.inverse,
+        seq_len=call.seq_len,
+        form=call.form,
+        backend=call.backend,
+        out=call.out,
+        role=call.role,
+    )
     return rotate(x, call) if result is None else result
 
 
@@ -455,7 +492,13 @@ def _written(spec: RopeSpec) -> dict[str, str]:
 
 
 def refuse_out(
-    x: Any, kind: str, spec: RopeSpec | None, form: Any, backend: Any, inverse: Any
+    x: Any,
+    kind: str,
+    *,
+    spec: RopeSpec | None,
+    form: Form,
+    backend: BackendName,
+    inverse: bool,
 ) -> None:
     """Raise as `general` does for an `out` given with an array of immutable `kind`.
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from rope_ref._core.aliases import Form, Role
+from rope_ref._core.spec import RopeSpec
 from rope_ref._engine import jax_arrays
 from rope_ref._engine.call import Call
 from rope_ref._engine.runner import general, rotate_qk, short_road
@@ -131,27 +133,32 @@ def host_positions(a: Any) -> Any:
 def torch_direct(
     x: Any,
     out: Any,
-    spec: Any,
+    *,
+    spec: RopeSpec | None,
     positions: Any,
-    offset: Any,
-    seq_axis: Any,
-    inverse: Any,
-    seq_len: Any,
-    form: Any,
-    role: Any,
+    offset: float,
+    seq_axis: int,
+    inverse: bool,
+    seq_len: float | None,
+    form: Form,
+    role: Role | None,
 ) -> Any:
     """The runner on NumPy views of CPU tensor `x` (and `out`) with backend="numba", as torch.
 
-    The arguments stay plain parameters (in `short_road`'s order) down to the short road:
+    The arguments stay plain keyword parameters down to the short road:
     a tensor's decoding call is about 5 µs, and a `Call` built for it measured 0.5 to 0.9 µs
     more; the general path builds its `Call` once the short road declined.
     """
     xn = numpy_view(x)
     on = None if out is None else xn if out is x else numpy_view(out)
     p = host_positions(positions)
-    result = short_road(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+    result = short_road(xn, spec=spec, positions=p, offset=offset, seq_axis=seq_axis,
+                        inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=on,
+                        role=role)  # fmt: skip
     if result is None:
-        result = general(xn, spec, p, offset, seq_axis, inverse, seq_len, form, "numba", on, role)
+        result = general(xn, spec=spec, positions=p, offset=offset, seq_axis=seq_axis,
+                         inverse=inverse, seq_len=seq_len, form=form, backend="numba", out=on,
+                         role=role)  # fmt: skip
     return out if out is not None else as_tensor(result, x)
 
 
