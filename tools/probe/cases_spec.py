@@ -121,9 +121,14 @@ case(
 )
 case(
     "RopeSpec",
-    "freqs with scaling",
-    lambda: rr.RopeSpec(8, freqs=[1.0, 0.5, 0.1, 0.01], scaling=sc.Linear(2)),
-    err("scaling"),
+    "freqs with scaling",  # the rule takes the given frequencies as its input (ggml's factors)
+    lambda: rr.rope_angles(rr.RopeSpec(8, freqs=[1.0, 0.5, 0.1, 0.01], scaling=sc.Linear(2)), 3),
+    val(
+        holds(
+            lambda a: np.array_equal(np.asarray(a), 3 * np.array([1.0, 0.5, 0.1, 0.01]) / 2),
+            "angles 3 * freqs / 2",
+        )
+    ),
 )
 case(
     "RopeSpec",
