@@ -140,3 +140,24 @@ def test_vmap_over_no_examples_gives_an_empty_batch(backend):
         x, positions
     )
     assert [tuple(t.shape) for t in pair] == [(0, 3, 8), (0, 3, 8)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_out_under_vmap_gets_the_documented_error(backend):
+    """`out` under a transform is refused by name (the tensor has no storage to run it on)."""
+    x = data(2, 3, 8)
+    for out, error, words in (
+        (torch.empty(3, 8, dtype=torch.float64), ValueError, "torch.func transform"),
+        ("no tensor", TypeError, "must be a torch tensor"),
+    ):
+        with pytest.raises(error, match=words):
+            torch.func.vmap(lambda t, o=out: rr.apply_rope(t, SPEC, backend=backend, out=o))(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_under_vmap_another_mistake_is_reported_before_out(backend):
+    out = torch.empty(3, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="seq_axis"):
+        torch.func.vmap(lambda t: rr.apply_rope(t, SPEC, seq_axis=5, backend=backend, out=out))(
+            data(2, 3, 8)
+        )

@@ -1,12 +1,12 @@
 """The CUDA arrays' road through ``apply_rope`` and ``apply_rope_qk``.
 
-`rope_ref._engine.api` hands CUDA arrays here with ``backend="cupy"`` or ``"auto"``. A
-PyTorch CUDA tensor whose call records gradients or runs under a ``torch.func`` transform,
-and every call that ``torch.compile`` traces, goes to the torch custom operators
-(`rope_ref.backends.torch_ops.operators`), whose CUDA implementation runs
-`rope_ref.backends.cuda.call.run` on the detached tensor; every other call runs
-`~rope_ref.backends.cuda.call.run` at once: the kernel's short road, else the engine's
-general path. A call the operators do not take goes to the general path.
+The adapters of the array kinds (`rope_ref._engine.kinds`) hand CUDA arrays here with
+``backend="cupy"`` or ``"auto"``. A PyTorch CUDA tensor whose call records gradients or runs
+under a ``torch.func`` transform, and every call that ``torch.compile`` traces, goes to the
+torch custom operators (`rope_ref.backends.torch_ops.operators`), whose CUDA implementation
+runs `rope_ref.backends.cuda.call.run` on the detached tensor; every other call runs
+`~rope_ref.backends.cuda.call.run` at once: the kernel's short road, else the engine's general
+path. A call the operators do not take goes to the general path.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `rope_ref.apply_rope` and `apply_rope_qk` with ``backend="numba"`` or ``"auto"`` hand a
 tensor or a JAX array here first (NumPy arrays take the runner's host road before).
-The call runs the engine's runner (`rope_ref._engine.runner.host`) on NumPy views of the
-same memory, so it is the NumPy call, bit for bit:
+The call takes the engine runner's host road (`short_road`, else `general`) on NumPy
+views of the same memory, so it is the NumPy call, bit for bit:
 
 - PyTorch (`rope_ref._engine.torch_views`): ``x.numpy()`` views the tensor, with whatever
   strides it has, so a slice of a fused qkv projection is read in place. A tensor that records
@@ -193,9 +193,14 @@ def apply(
             try:
                 _check_tensor_out(x, out, needed)
             except (TypeError, ValueError):  # the other arguments' mistakes are reported first
-                torch_direct(x, None, spec=spec, positions=positions, offset=offset,
-                             seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
-                             form="rotate_half", role=role)  # fmt: skip
+                if needed:  # (through the operators: under vmap `x` has no storage to view)
+                    _torch_ops().apply(x, Call(spec=spec, positions=positions, offset=offset,
+                                               seq_axis=seq_axis, inverse=inverse,
+                                               seq_len=seq_len, role=role))  # fmt: skip
+                else:
+                    torch_direct(x, None, spec=spec, positions=positions, offset=offset,
+                                 seq_axis=seq_axis, inverse=inverse, seq_len=seq_len,
+                                 form="rotate_half", role=role)  # fmt: skip
                 raise
         if needed:
             return _torch_ops().apply(x, Call(spec=spec, positions=positions, offset=offset,

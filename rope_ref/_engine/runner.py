@@ -6,7 +6,8 @@ array kind once; every road ends here, and nothing here calls back up:
 - `host` runs a NumPy array: the Numba kernel's short roads (`rope_ref._engine.fast_path`,
   `rope_ref._engine.position_ids`) when they take the call, else `general`. The adapters of
   the array kinds that are read through NumPy views (PyTorch CPU tensors, JAX CPU arrays,
-  MLX arrays, the torch custom operators' CPU implementation) call it on those views.
+  MLX arrays, the torch custom operators' CPU implementation) take the same road on those views
+  (`short_road`, else `general`).
 - ``rope_ref.backends.cuda.call.run`` runs a CUDA array: the CUDA kernel's short road when
   it takes the call, else `general`.
 - `general` (`general_qk`) checks every argument, builds or reads the float64 tables and
@@ -14,7 +15,8 @@ array kind once; every road ends here, and nothing here calls back up:
 
 The kernels (``rope_ref.backends.*``) are loaded by name (`rope_ref._engine.dispatch`).
 The layers: this module is below the kernels, which may import it; the public calls
-(`rope_ref._engine.api`) and the adapters of `rope_ref._engine.cpu_arrays` are above them.
+(`rope_ref._engine.api`) and the adapters (`rope_ref._engine.kinds`, `cpu_arrays`,
+`torch_views`, `jax_arrays`) are above them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """PyTorch CPU tensors as NumPy views, and the engine's runner on those views.
 
 The PyTorch CPU adapter (`rope_ref._engine.cpu_arrays`) and the custom operators' CPU
-implementation (``rope_ref.backends.torch_ops.operators``) both rotate a tensor by running
-`rope_ref._engine.runner.host` on NumPy views of its memory (`torch_direct`): the NumPy
-call, bit for bit, without a copy. ``x.numpy()`` views the tensor (bfloat16 through its
-uint16 bit patterns, viewed as ml_dtypes' bfloat16), with whatever strides it has; the
-result is wrapped with ``torch.from_numpy``, and ``out=`` (which may be `x`) is written
-through its own view.
+implementation (``rope_ref.backends.torch_ops.operators``) both rotate a tensor by taking the
+runner's host road (`short_road`, else `general`) on NumPy views of its memory
+(`torch_direct`): the NumPy call, bit for bit, without a copy. ``x.numpy()`` views the tensor
+(bfloat16 through its uint16 bit patterns, viewed as ml_dtypes' bfloat16), with whatever
+strides it has; the result is wrapped with ``torch.from_numpy``, and ``out=`` (which may be
+`x`) is written through its own view.
 
 Also here, for every road that meets tensors: `compiling` (is ``torch.compile`` tracing?)
 and `operators_needed` (must the call go through the custom operators?).
