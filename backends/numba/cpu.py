@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import numba
@@ -200,6 +201,63 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
         numba.set_parallel_chunksize(before)
 
 
+def _decoder(entry, plan, geometry, c_order):  # type: ignore[no-untyped-def]
+    """`Launch.decode` for `plan`, the serial plan of a new output, through `entry`.
+
+    The least a call can do: allocate the output, view both arrays as the plan does, call
+    the compiled kernel. `x` must have the launch's geometry (its callers found the
+    launch by x's shape, strides and dtype) and the tables must be C-contiguous of the
+    compute dtype (the blocks of cached tables are, checked when they are built).
+    `c_order`: x's strides are those of a C-contiguous array of its shape.
+    """
+    shape = geometry[0]
+    args, view = plan.kernel_args, plan.shape
+    if view is None and c_order:  # then np.empty(shape) is np.empty_like(x), quicker
+
+        def decode(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, first_row: int) -> np.ndarray:
+            out = np.empty(shape, x.dtype)
+            entry(x, out, cos, sin, first_row, *args)
+            return out
+
+    else:
+
+        def decode(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, first_row: int) -> np.ndarray:
+            out = np.empty_like(x)
+            if view is None:
+                entry(x, out, cos, sin, first_row, *args)
+            else:
+                entry(x.reshape(view), out.reshape(view), cos, sin, first_row, *args)
+            return out
+
+    return decode
+
+
+def _serial(arrays, bits, cos, sin, first_row, kernel_args):  # type: ignore[no-untyped-def]
+    """Rotate on the calling thread through numba's dispatcher; return the entry point.
+
+    `arrays`: ``(x,)`` in place or ``(x, out)``, 4-D views as the plan makes them, of the
+    16-bit dtypes too (`bits`: the view the loops read, or None). Returns the compiled
+    specialisation's entry point for these argument types, which the next calls of the
+    plan take directly: numba's dispatcher types every argument on every call (0.4 µs of
+    a 3 µs decoding call), but the types cannot change within a plan. A plan fixes the
+    arrays' dtype, dimensions and layout (its shape and strides); the tables are checked
+    C-contiguous on each call and their dtype is the launch's compute dtype, which the
+    entry point's unboxing checks by item size; a 16-bit array is given as it is (the
+    entry point reads its memory as the view's integers, the view's item size). Whether
+    an array is writeable or aligned selects no different code. None when no
+    specialisation matches (the dispatcher then stays in use).
+    """
+    kernel = _in_place_serial if len(arrays) == 1 else _rows_serial
+    if bits is not None and arrays[0].dtype is not bits:
+        arrays = tuple(a.view(bits) for a in arrays)
+    args = (*arrays, cos, sin, first_row, *kernel_args)
+    kernel(*args)
+    if not (cos.flags.c_contiguous and sin.flags.c_contiguous):
+        return None
+    found: Any = kernel.overloads.get(tuple(numba.typeof(a) for a in args))
+    return None if found is None else found.entry_point
+
+
 # ----------------------------------------------------------------------------------------
 # The entry points
 # ----------------------------------------------------------------------------------------
@@ -328,7 +386,16 @@ class Launch:
     bits (the view the loops read): `out` and the result are then such views too.
     """
 
-    __slots__ = ("_args", "_bits_dtype", "_geometry", "_new", "_overlaps", "_plans")
+    __slots__ = (
+        "_args",
+        "_bits_dtype",
+        "_c_order",
+        "_geometry",
+        "_new",
+        "_overlaps",
+        "_plans",
+        "decode",
+    )
 
     def __init__(
         self,
@@ -354,8 +421,13 @@ class Launch:
         # float16 and bfloat16 are rotated through views of their bits (`convert`)
         self._bits_dtype = _BITS.get(dtype)
         self._overlaps = _overlaps_itself(shape, strides, dtype.itemsize)
+        self._c_order = strides == np.empty(shape, dtype=f"V{dtype.itemsize}").strides
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
+        #: ``decode(x, cos, sin, first_row)``: a new output on the calling thread, the
+        #: tables known C-contiguous (`_decoder`); None until a first such call found the
+        #: kernel's entry point, and for calls too large for the calling thread.
+        self.decode: Callable[..., np.ndarray] | None = None
         _plan(shape, strides, strides, table_shape)  # raises if the tables do not broadcast
 
     def __call__(
@@ -366,6 +438,9 @@ class Launch:
         sin: np.ndarray,
         first_row: int = 0,
     ) -> np.ndarray:
+        decode = self.decode
+        if out is None and decode is not None and cos.flags.c_contiguous and sin.flags.c_contiguous:
+            return decode(x, cos, sin, first_row)
         if out is x and self._args[1] >= 2:  # pairs move: rotate into a copy, then back
             x[...] = self(x, None, cos, sin, first_row)
             return x
@@ -379,14 +454,16 @@ class Launch:
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
-        if plan.serial:  # the common small call, straight to the kernel
-            bits = self._bits_dtype  # (a dtype, not a type: the view is quicker)
-            if bits is not None and xm.dtype is not bits:
-                xm, om = xm.view(bits), om.view(bits)
-            if in_place:
-                _in_place_serial(xm, cos, sin, first_row, *plan.kernel_args)
+        if plan.serial:  # the common small call, straight to the compiled kernel
+            arrays = (xm,) if in_place else (xm, om)
+            entry = plan.entries[in_place]
+            if entry is not None and cos.flags.c_contiguous and sin.flags.c_contiguous:
+                entry(*arrays, cos, sin, first_row, *plan.kernel_args)
             else:
-                _rows_serial(xm, om, cos, sin, first_row, *plan.kernel_args)
+                entry = _serial(arrays, self._bits_dtype, cos, sin, first_row, plan.kernel_args)
+                plan.entries[in_place] = entry
+                if plan is self._new and entry is not None:
+                    self.decode = _decoder(entry, plan, self._geometry, self._c_order)
         elif not plan.extra:
             steps = plan.table_strides
             _launch(xm, om, cos, sin, first_row, steps, plan.rows, self._args, in_place)
@@ -410,7 +487,7 @@ class Launch:
         ):  # pragma: no cover - the plan merges only axes that view without a copy
             msg = "internal error: `out` could not be viewed without a copy"
             raise AssertionError(msg)
-        plan = plan._replace(kernel_args=(plan.table_strides, *self._args))
+        plan = plan._replace(kernel_args=(plan.table_strides, *self._args), entries=[None, None])
         if new:
             self._new = plan
         else:
@@ -518,6 +595,9 @@ class _Plan(NamedTuple):
     rows: int
     serial: bool
     kernel_args: tuple[Any, ...] = ()  # the table strides and row options, for `serial`
+    #: For `serial`: the compiled kernel's entry point for a new output (0) and in place (1),
+    #: once `_serial` has found it; None until then. (Each `Launch` plan has its own list.)
+    entries: list[Any] = []  # noqa: RUF012 - replaced by `Launch._plan`, never mutated
 
 
 @functools.lru_cache(maxsize=256)

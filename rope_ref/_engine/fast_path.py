@@ -90,6 +90,13 @@ def numpy_kernel_call(
         if len(_calls) >= MAX_CALLS:
             _calls.clear()
         _calls[key] = call
+    if type(offset) is int:  # decoding, inline (a call frame is 5 % of it): as `_Call`
+        start, stop, cos, sin = call.tables.last_block
+        if start <= offset and offset + call.length <= stop:
+            decode = call.launch.decode  # a block's tables are C-contiguous
+            if out is None and decode is not None:
+                return decode(x, cos, sin, offset - start)
+            return call.launch(x, out, cos, sin, offset - start)
     return call(x, offset, out)
 
 
@@ -107,13 +114,16 @@ class _Call:
         self.first, self.last = tables.block_offsets(length)
 
     def __call__(self, x: np.ndarray, offset: object, out: Any) -> Any | None:
-        if type(offset) is int and self.first <= offset <= self.last:
-            row = offset & (BLOCK - 1)
-            if row + self.length <= BLOCK:  # the common case, inline: rows of one block
-                block = offset >> BLOCK_BITS
-                hit = offset_cache.get((self.tables.id, block)) or self.tables.block(block)
-                if hit is not None:
-                    return self.launch(x, out, hit[0], hit[1], row)
+        if type(offset) is int:
+            start, stop, cos, sin = self.tables.last_block  # the common case: the block
+            if start <= offset and offset + self.length <= stop:  # of the last call
+                return self.launch(x, out, cos, sin, offset - start)
+            if self.first <= offset <= self.last:
+                row = offset & (BLOCK - 1)
+                if row + self.length <= BLOCK:  # rows of one block
+                    hit = self.tables.block(offset >> BLOCK_BITS)
+                    if hit is not None:
+                        return self.launch(x, out, hit[0], hit[1], row)
         rows = self.tables.rows(offset, self.length)
         return None if rows is None else self.launch(x, out, *rows)
 
@@ -189,6 +199,11 @@ class _OffsetTables:
         self.spec, self.dtype, self.seq_len = spec, dtype, seq_len
         self.blocks = spec.scaling is None or seq_len is not None
         self.id = next(_source_ids)  # a cheap key for the shared cache
+        #: ``(first position, end, cos, sin)`` of the block read last (`block`), one tuple
+        #: so that threads replace it whole: a decoding sequence reads one block `BLOCK`
+        #: calls in a row without the shared cache's look-up. (That block stays alive
+        #: while it is the last, also if the shared cache lets it go.)
+        self.last_block: tuple[int, int, np.ndarray | None, np.ndarray | None] = (0, 0, None, None)
 
     def rows(self, offset: object, length: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(cos, sin, first_row)``: tables whose row `first_row` is at `offset`.
@@ -234,13 +249,17 @@ class _OffsetTables:
         """
         key = (self.id, block)
         hit = offset_cache.get(key)
-        if hit is not None:
-            return hit
-        try:
-            built = self._build(BLOCK, block * BLOCK)
-        except ValueError:
-            return None
-        return offset_cache.add(key, *built)
+        if hit is None:
+            try:
+                built = self._build(BLOCK, block * BLOCK)
+            except ValueError:
+                return None
+            if not (built[0].flags.c_contiguous and built[1].flags.c_contiguous):
+                msg = "internal error: a block of tables is not C-contiguous"  # pragma: no cover
+                raise AssertionError(msg)  # pragma: no cover - `Launch.decode` relies on it
+            hit = offset_cache.add(key, *built)
+        self.last_block = (block * BLOCK, (block + 1) * BLOCK, *hit)
+        return hit
 
     def _at(self, offset: Any, length: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """The call's own rows; None where the general path must decide (and say why)."""

@@ -40,7 +40,6 @@ from rope_ref._engine.fast_path import (
     OffsetTables,
     offset_tables_for,
 )
-from rope_ref._engine.table_cache import offset_cache
 
 __all__ = ["MAX_IDS", "numpy_ids_call"]
 
@@ -64,12 +63,11 @@ def numpy_ids_call(
 
     `bits_of`: as for `rope_ref._engine.fast_path.numpy_kernel_call`.
     """
-    if type(positions) is np.ndarray:  # the common case, inline (`_small_ids_shape`)
-        if positions.size > MAX_IDS or positions.dtype.kind not in "iu":
-            return None
-        shape: tuple[int, ...] | None = positions.shape
+    if type(positions) is np.ndarray:  # the common case: its size and dtype are checked
+        shape: tuple[int, ...] | None = positions.shape  # once, when its call is planned
+        ids_dtype: object = positions.dtype
     else:
-        shape = _small_ids_shape(positions)
+        shape, ids_dtype = _small_ids_shape(positions), None
     if (
         shape is None
         or type(offset) is not int
@@ -80,9 +78,11 @@ def numpy_ids_call(
     ):
         return None
     dtype = x.dtype if bits_of is None else bits_of
-    key = (id(spec), x.shape, x.strides, dtype, seq_axis, inverse, seq_len, shape)
+    key = (id(spec), x.shape, x.strides, dtype, seq_axis, inverse, seq_len, shape, ids_dtype)
     call = _calls.get(key)
     if call is None or call.spec is not spec:
+        if ids_dtype is not None and _small_ids_shape(positions) is None:
+            return None
         planned = x if bits_of is None else x.view(bits_of)
         call = _prepare(kernel, planned, spec, shape, seq_axis, inverse, seq_len)
         if call is None:
@@ -90,6 +90,14 @@ def numpy_ids_call(
         if len(_calls) >= MAX_CALLS:
             _calls.clear()
         _calls[key] = call
+    if call.one:  # decoding, inline (a call frame is 5 % of it): as `_IdsCall.__call__`
+        at = positions.item() + offset
+        start, stop, cos, sin = call.tables.last_block
+        if start <= at < stop:
+            decode = call.launch.decode  # a block's tables are C-contiguous
+            if out is None and decode is not None:
+                return decode(x, cos, sin, at - start)
+            return call.launch(x, out, cos, sin, at - start)
     return call(x, positions, offset, out)
 
 
@@ -135,10 +143,12 @@ class _IdsCall:
     def __call__(self, x: np.ndarray, positions: Any, offset: int, out: Any) -> Any:
         if self.one:  # decoding: one row, read in place
             at = positions.item() + offset  # a Python int: integer arrays and tensors
+            start, stop, cos, sin = self.tables.last_block
+            if start <= at < stop:  # the common case: the block of the last call
+                return self.launch(x, out, cos, sin, at - start)
             if not self.first <= at <= self.last:
                 return None
-            block = at >> BLOCK_BITS
-            hit = offset_cache.get((self.tables.id, block)) or self.tables.block(block)
+            hit = self.tables.block(at >> BLOCK_BITS)
             if hit is None:
                 return None
             return self.launch(x, out, hit[0], hit[1], at & (BLOCK - 1))
@@ -154,7 +164,7 @@ class _IdsCall:
             return None
         blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for b in {p >> BLOCK_BITS for p in at}:
-            hit = offset_cache.get((self.tables.id, b)) or self.tables.block(b)
+            hit = self.tables.block(b)
             if hit is None:
                 return None
             blocks[b] = hit
