@@ -197,8 +197,9 @@ def test_table_marks_unsteady_rows_and_explains_the_mark():
 
 
 def test_each_sample_follows_an_untimed_call_of_its_own_row(monkeypatch):
-    """What one row leaves behind (freed memory, a busy cache) is absorbed by the next
-    row's untimed call, not by its timed sample."""
+    """What one row leaves behind (freed memory, a busy cache, thread pools still
+    spinning) is absorbed by a pause and the next row's untimed call, not by its timed
+    sample."""
     from rope_ref.cli.bench import harness
 
     log: list[str] = []
@@ -215,16 +216,18 @@ def test_each_sample_follows_an_untimed_call_of_its_own_row(monkeypatch):
         return run
 
     monkeypatch.setattr(harness, "_time_call", logging_time_call)
+    monkeypatch.setattr(harness.time, "sleep", lambda s: log.append(f"idle {s}"))
     runners = {"copy": row("copy"), "peer": harness._batched(row("peer"), "cpu")}
     log.clear()
     samples = harness._interleaved(runners, harness.Case((1, 4, 2, 8), "float32"), 3, None)
     assert [len(s) for s in samples.values()] == [3, 3]
-    # log: [untimed call, "timed", the sample's calls] per sample, rows alternating
+    # log: [idle, untimed call, "timed", the sample's calls] per sample, rows alternating
     starts = [i for i, entry in enumerate(log) if entry == "timed"]
     assert len(starts) == 6
     for i, start in enumerate(starts):
         name = "copy" if i % 2 == 0 else "peer"
-        end = starts[i + 1] - 1 if i + 1 < len(starts) else len(log)
+        end = starts[i + 1] - 2 if i + 1 < len(starts) else len(log)
+        assert log[start - 2] == f"idle {harness.IDLE_S}"  # other rows' threads stop
         assert log[start - 1] == name  # the untimed call
         sample = log[start + 1 : end]
         assert sample

@@ -33,25 +33,49 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
     first = np.uint64(start)
     if interleaved >= 2:  # pairs written in the other layout (`cpu._MODES`)
         _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
+    # The commonest pair counts (head_dim 128 and 64) get loops of a length known when
+    # compiled: no remainder loop and no trip-count arithmetic, 7 % less time per row
+    # (`docs/kernels/numba.md`).
     elif interleaved:
-        one, two = np.uint64(1), np.uint64(2)
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            i = first + two * j
-            u = widen(x[a, b, c, i])
-            v = widen(x[a, b, c, i + one])
-            out[a, b, c, i] = narrow(u * cj - v * sj, out)
-            out[a, b, c, i + one] = narrow(v * cj + u * sj, out)
+        if n == 64:
+            _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(64), sign)
+        elif n == 32:
+            _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(32), sign)
+        else:
+            _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign)
+    elif n == 64:
+        _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(64), sign)
+    elif n == 32:
+        _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(32), sign)
     else:
-        for j in range(n):
-            cj = cos[tu, j]
-            sj = sign * sin[tu, j]
-            i = first + j
-            u = widen(x[a, b, c, i])
-            v = widen(x[a, b, c, i + n])
-            out[a, b, c, i] = narrow(u * cj - v * sj, out)
-            out[a, b, c, i + n] = narrow(v * cj + u * sj, out)
+        _half_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign)
+
+
+@njit(inline="always", cache=True)
+def _half_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row`'s pairs ``(first + j, first + j + n)``, `n` of them."""
+    for j in range(n):
+        cj = cos[tu, j]
+        sj = sign * sin[tu, j]
+        i = first + j
+        u = widen(x[a, b, c, i])
+        v = widen(x[a, b, c, i + n])
+        out[a, b, c, i] = narrow(u * cj - v * sj, out)
+        out[a, b, c, i + n] = narrow(v * cj + u * sj, out)
+
+
+@njit(inline="always", cache=True)
+def _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """`_row`'s pairs ``(first + 2j, first + 2j + 1)``, `n` of them."""
+    one, two = np.uint64(1), np.uint64(2)
+    for j in range(n):
+        cj = cos[tu, j]
+        sj = sign * sin[tu, j]
+        i = first + two * j
+        u = widen(x[a, b, c, i])
+        v = widen(x[a, b, c, i + one])
+        out[a, b, c, i] = narrow(u * cj - v * sj, out)
+        out[a, b, c, i + one] = narrow(v * cj + u * sj, out)
 
 
 @njit(inline="always", cache=True)

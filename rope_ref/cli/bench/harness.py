@@ -4,7 +4,11 @@ Every case is one array shape ``(batch, seq, heads, head_dim)`` and dtype, rotat
 ``seq_axis=-3``. Each implementation is timed call by call in interleaved rounds (one
 call of each per round), so that a machine whose load drifts slows all of them alike and
 the ratios stay meaningful; the median is reported. Each sample follows one untimed call
-of its own implementation, which absorbs what the previous one left behind. Throughput
+of its own implementation, which absorbs what the previous one left behind, and, on the
+CPU, a pause of `IDLE_S` before it: thread pools keep their threads spinning for a while
+after a call (ONNX Runtime's for 5 to 20 ms, OpenMP's, ggml's), and a row timed while
+the previous row's threads still spin shares the cores with them (on two cores, a
+two-thread numba call after ONNX Runtime took 14-16 ms instead of 6.3). Throughput
 counts the bytes that must move: `x` read once and the output written once (the cos/sin
 tables are small and not counted). The baseline is a copy of the same array with the
 same threads, measured in the same rounds.
@@ -39,6 +43,9 @@ WARMUP_S = 0.3
 MAX_WARMUP_CALLS = 50
 MIN_SAMPLE_S = 2e-3
 MAX_REPEAT = 10_000
+#: Seconds without work before each CPU row's untimed call: long enough for every thread
+#: pool (ONNX Runtime's spins up to about 20 ms) to stop spinning on the cores.
+IDLE_S = 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +185,8 @@ def _interleaved(
             times = samples[name]
             if r >= SLOW_ROUNDS and times and statistics.median(times) > SLOW_CALL_S:
                 continue
+            if case.device == "cpu":
+                time.sleep(IDLE_S)  # the previous row's spinning threads stop
             getattr(run, "once", run)()  # settle: absorb what the previous row left behind
             times.append(_time_call(run, case.device))
         if progress is not None:
