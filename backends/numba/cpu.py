@@ -162,7 +162,7 @@ def ahead_rows(out: np.ndarray) -> int:
     Measured on 1x4096x32x128 float32 into a preallocated output (docs/kernels/numba.md):
     2 KiB ahead took 20 % off the time on one thread and on two; 8 KiB ahead, nothing.
     """
-    row_bytes = max(1, out.shape[3] * out.itemsize)
+    row_bytes = max(1, int(out.shape[3]) * out.itemsize)
     return max(1, CLAIM_AHEAD_BYTES // row_bytes)
 
 
