@@ -55,3 +55,26 @@ def test_bfloat16_shifts_whole_vectors():
     assert re.search(r"vpsrld\s[^\n]*%[yz]mm", asm), "bfloat16 stores are not vectorised"
     # NaN found by one unordered comparison of the floats, not an and and a compare
     assert re.search(r"vcmpunordps\s[^\n]*%[yz]mm", asm), "bfloat16 NaN test is not vectorised"
+
+
+@pytest.mark.skipif(not x86_with("3dnowprefetch"), reason="needs an x86 processor with PREFETCHW")
+def test_the_threaded_loop_prefetches_output_rows_for_writing():
+    """The threaded loop asks for each output row's lines `ahead_rows` rows early, in a
+    writeable state (`prefetchw`); the calling thread's loop (decoding sizes) does not."""
+    from numba import njit
+
+    from rope_ref._engine.dispatch import load_backend
+
+    kernel = load_backend("numba")
+    x = np.zeros((1, 512, 2, 64), dtype=np.float32)
+    out = np.empty_like(x)
+    cos = np.ones((512, 32), dtype=np.float32)
+    args = (x, out, cos, cos, 0, (0, 1, 0), 0, 0, np.float32(1.0), False)
+    threaded = njit(nogil=True, parallel=True)(kernel._rows_parallel.py_func)
+    threaded(*args, 8, kernel.ahead_rows(out))
+    serial = njit(nogil=True)(kernel._rows_serial.py_func)
+    serial(*args)
+    assert kernel.ahead_rows(out) == 2048 // (64 * 4)
+    asm = "".join(threaded.inspect_asm(s) for s in threaded.signatures)
+    assert re.search(r"\bprefetchw\s", asm), "output rows are not prefetched for writing"
+    assert not re.search(r"\bprefetch", str(serial.inspect_asm(serial.signatures[0])))
