@@ -22,7 +22,13 @@ Design
   number of threads on every layer.
 - Each row rotates with a loop over pairs indexed by unsigned integers (no negative-index
   wrap-around, no view per row), which LLVM vectorises when the feature axis is contiguous
-  (C-contiguous input is the fast path; any strides work).
+  (C-contiguous input is the fast path; any strides work); rows of 64 or 32 pairs run
+  copies of it compiled for that length. The threaded loops prefetch, for writing, the
+  output row `CLAIM_AHEAD_BYTES` ahead (`ahead_rows`), so that the reads a store to an
+  uncached line makes overlap the work.
+- A plan's first call on the calling thread goes through numba's dispatcher and finds
+  the compiled entry point for its argument types; the next calls take it directly
+  (`Launch.decode` for new outputs), skipping the dispatcher's typing of ten arguments.
 - float16 and bfloat16 (ml_dtypes) run the same loops on views of their bits: each
   element is widened to float32 as it is read and rounded once, to nearest even, as it
   is written (`rope_ref.backends.numba.convert`: F16C's ``vcvtph2ps``/``vcvtps2ph`` for
@@ -46,6 +52,7 @@ from numba import njit, prange
 
 from rope_ref._core.aliases import Array
 
+from .entry import decoder, first_call
 from .rows import _claim_row, _first_row, _next_row, _row
 
 __all__ = ["rotate"]
@@ -161,6 +168,7 @@ def ahead_rows(out: np.ndarray) -> int:
 
     Measured on 1x4096x32x128 float32 into a preallocated output (docs/kernels/numba.md):
     2 KiB ahead took 20 % off the time on one thread and on two; 8 KiB ahead, nothing.
+    (Output rows of at least 2 KiB are claimed one row ahead.)
     """
     row_bytes = max(1, int(out.shape[3]) * out.itemsize)
     return max(1, CLAIM_AHEAD_BYTES // row_bytes)
@@ -217,63 +225,6 @@ def _launch(x4, o4, cos, sin, t0, steps, rows, args, in_place):  # type: ignore[
             kernel(*arrays, cos, sin, t0, steps, *args, *extra)
     finally:
         numba.set_parallel_chunksize(before)
-
-
-def _decoder(entry, plan, geometry, c_order):  # type: ignore[no-untyped-def]
-    """`Launch.decode` for `plan`, the serial plan of a new output, through `entry`.
-
-    The least a call can do: allocate the output, view both arrays as the plan does, call
-    the compiled kernel. `x` must have the launch's geometry (its callers found the
-    launch by x's shape, strides and dtype) and the tables must be C-contiguous of the
-    compute dtype (the blocks of cached tables are, checked when they are built).
-    `c_order`: x's strides are those of a C-contiguous array of its shape.
-    """
-    shape = geometry[0]
-    args, view = plan.kernel_args, plan.shape
-    if view is None and c_order:  # then np.empty(shape) is np.empty_like(x), quicker
-
-        def decode(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, first_row: int) -> np.ndarray:
-            out = np.empty(shape, x.dtype)
-            entry(x, out, cos, sin, first_row, *args)
-            return out
-
-    else:
-
-        def decode(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, first_row: int) -> np.ndarray:
-            out = np.empty_like(x)
-            if view is None:
-                entry(x, out, cos, sin, first_row, *args)
-            else:
-                entry(x.reshape(view), out.reshape(view), cos, sin, first_row, *args)
-            return out
-
-    return decode
-
-
-def _serial(arrays, bits, cos, sin, first_row, kernel_args):  # type: ignore[no-untyped-def]
-    """Rotate on the calling thread through numba's dispatcher; return the entry point.
-
-    `arrays`: ``(x,)`` in place or ``(x, out)``, 4-D views as the plan makes them, of the
-    16-bit dtypes too (`bits`: the view the loops read, or None). Returns the compiled
-    specialisation's entry point for these argument types, which the next calls of the
-    plan take directly: numba's dispatcher types every argument on every call (0.4 µs of
-    a 3 µs decoding call), but the types cannot change within a plan. A plan fixes the
-    arrays' dtype, dimensions and layout (its shape and strides); the tables are checked
-    C-contiguous on each call and their dtype is the launch's compute dtype, which the
-    entry point's unboxing checks by item size; a 16-bit array is given as it is (the
-    entry point reads its memory as the view's integers, the view's item size). Whether
-    an array is writeable or aligned selects no different code. None when no
-    specialisation matches (the dispatcher then stays in use).
-    """
-    kernel = _in_place_serial if len(arrays) == 1 else _rows_serial
-    if bits is not None and arrays[0].dtype is not bits:
-        arrays = tuple(a.view(bits) for a in arrays)
-    args = (*arrays, cos, sin, first_row, *kernel_args)
-    kernel(*args)
-    if not (cos.flags.c_contiguous and sin.flags.c_contiguous):
-        return None
-    found: Any = kernel.overloads.get(tuple(numba.typeof(a) for a in args))
-    return None if found is None else found.entry_point
 
 
 # ----------------------------------------------------------------------------------------
@@ -478,10 +429,13 @@ class Launch:
             if entry is not None and cos.flags.c_contiguous and sin.flags.c_contiguous:
                 entry(*arrays, cos, sin, first_row, *plan.kernel_args)
             else:
-                entry = _serial(arrays, self._bits_dtype, cos, sin, first_row, plan.kernel_args)
+                kernel = _in_place_serial if in_place else _rows_serial
+                bits = self._bits_dtype
+                entry = first_call(kernel, arrays, bits, cos, sin, first_row, plan.kernel_args)
                 plan.entries[in_place] = entry
                 if plan is self._new and entry is not None:
-                    self.decode = _decoder(entry, plan, self._geometry, self._c_order)
+                    view, shape = plan.shape, self._geometry[0]
+                    self.decode = decoder(entry, plan.kernel_args, view, shape, self._c_order)
         elif not plan.extra:
             steps = plan.table_strides
             _launch(xm, om, cos, sin, first_row, steps, plan.rows, self._args, in_place)

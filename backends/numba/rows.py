@@ -5,7 +5,7 @@ it); it reads each element through `widen` and writes each result through `narro
 (`rope_ref.backends.numba.convert`), which are the identity for float32 and float64 and
 the 16-bit conversions for the bit patterns of float16 and bfloat16, so the same loop,
 vectorised, serves them all. `_first_row` and `_next_row` walk the rows of a 4-D view
-without a division per row.
+without a division per row; `_claim_row` prefetches an output row for writing.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
     if interleaved >= 2:  # pairs written in the other layout (`cpu._MODES`)
         _row_crossed(x, out, a, b, c, cos, sin, tu, first, n, interleaved == 2, sign)
     # The commonest pair counts (head_dim 128 and 64) get loops of a length known when
-    # compiled: no remainder loop and no trip-count arithmetic, 7 % less time per row
+    # compiled: no remainder loop and no trip-count arithmetic, 3 to 9 % less time
     # (`docs/kernels/numba.md`).
     elif interleaved:
         if n == 64:
