@@ -165,3 +165,30 @@ def test_threads_decoding_in_different_blocks_read_their_own_rows():
     for thread in threads:
         thread.join()
     assert not errors, errors[0]
+
+
+def test_an_out_of_planned_strides_is_checked_on_every_call():
+    """`out=` arrays of strides planned before skip only the check those strides decide
+    (no two elements share memory); everything else is checked on every call."""
+    base = np.zeros(4 * 64 + 32, dtype=np.float32)
+    x = base[:256].reshape(1, 1, 4, 64)
+    x[...] = draw((1, 1, 4, 64), np.dtype(np.float32), seed=5)
+    kept = x.copy()
+    good = np.empty_like(x)
+    kwargs = {"offset": 9, "seq_axis": 1, "backend": "numba"}
+    for _ in range(2):  # plans the strides, then takes them as planned
+        assert rr.apply_rope(x, SPEC, out=good, **kwargs) is good
+        assert_within_bound(good, kept, SPEC, np.full((1, 1, 4), 9))
+    read_only = np.empty_like(x)
+    read_only.flags.writeable = False
+    shifted = base[32:].reshape(1, 1, 4, 64)  # x's strides, half a row further on
+    other_dtype = np.empty(x.shape, dtype=np.int32)  # the same strides too
+    for out, message in (
+        (read_only, "writeable"),
+        (shifted, "overlap"),
+        (other_dtype, "dtype"),
+    ):
+        assert out.strides == good.strides
+        with pytest.raises(ValueError, match=message):
+            rr.apply_rope(x, SPEC, out=out, **kwargs)
+    assert x.tobytes() == kept.tobytes()

@@ -417,9 +417,19 @@ class Launch:
             out = np.empty_like(x)
             plan = self._new or self._plan(out, new=True)
         else:
-            if out is not x or self._overlaps or not x.flags.writeable:
-                _check_out(x, out)
-            plan = self._plans.get(out.strides) or self._plan(out)
+            # An `out` of strides planned before was checked then for elements sharing
+            # memory (they depend on its shape, x's, and strides only): the rest, inline.
+            plan = self._plans.get(out.strides) if type(out) is np.ndarray else None
+            if (
+                plan is None
+                or out.shape != x.shape
+                or out.dtype != x.dtype
+                or not out.flags.writeable
+                or (self._overlaps if out is x else np.may_share_memory(out, x))
+            ):
+                if out is not x or self._overlaps or not x.flags.writeable:
+                    _check_out(x, out)
+                plan = plan or self._plan(out)
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x

@@ -186,12 +186,17 @@ def _interleaved(
             if r >= SLOW_ROUNDS and times and statistics.median(times) > SLOW_CALL_S:
                 continue
             if case.device == "cpu":
-                time.sleep(IDLE_S)  # the previous row's spinning threads stop
+                _idle()  # the previous row's spinning threads stop
             getattr(run, "once", run)()  # settle: absorb what the previous row left behind
             times.append(_time_call(run, case.device))
         if progress is not None:
             progress(f"{case.label}: round {r + 1}/{rounds}", 1)
     return samples
+
+
+def _idle() -> None:
+    """Leave the CPUs to other threads for `IDLE_S` (see the module's docstring)."""
+    time.sleep(IDLE_S)
 
 
 def _batched(run: Callable[[], object], device: str) -> Callable[[], object]:
