@@ -419,9 +419,9 @@ class Launch:
         else:
             # An `out` of strides planned before was checked then for elements sharing
             # memory (they depend on its shape, x's, and strides only): the rest, inline.
-            plan = self._plans.get(out.strides) if type(out) is np.ndarray else None
+            planned = self._plans.get(out.strides) if type(out) is np.ndarray else None
             if (
-                plan is None
+                planned is None
                 or out.shape != x.shape
                 or out.dtype != x.dtype
                 or not out.flags.writeable
@@ -429,7 +429,8 @@ class Launch:
             ):
                 if out is not x or self._overlaps or not x.flags.writeable:
                     _check_out(x, out)
-                plan = plan or self._plan(out)
+                planned = planned or self._plan(out)
+            plan = planned
         xm = x if plan.shape is None else x.reshape(plan.shape)
         om = out if plan.shape is None else out.reshape(plan.shape)
         in_place = out is x
