@@ -141,3 +141,57 @@ def test_kernel_refuses_tables_of_another_dtype():
     cos = np.ones((2, 4), dtype=np.float64)
     with pytest.raises(TypeError, match=r"`cos` and `sin` must be float32 for bfloat16 `x`"):
         load_backend("numba").rotate(x, cos, cos, layout="half", rotary_start=0, inverse=False)
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 128, 160, 48])
+@pytest.mark.parametrize("how", ["new", "in_place", "threads"])
+def test_rows_rounded_sixteen_at_a_time_equal_the_loop(head_dim, how):
+    """Where the processor has AVX512-BF16, half-layout rows of a multiple of 16 pairs
+    round 16 results per instruction (`backends/numba/bf16_rows.py`), and vectors with a
+    zero or subnormal result by the loop's integer rounding: every element is still the
+    float32 kernel's result rounded once by ml_dtypes. Results here: subnormal (inputs
+    near 1e-39), zero (zero rows), overflowing (3.3e38 pairs), infinite and NaN, and
+    ordinary values; 48 features (24 pairs) take the loop."""
+    rng = np.random.default_rng(head_dim)
+    rows = 600 if how == "threads" else 12
+    shape = (1, rows, 2, head_dim)
+    values = rng.standard_normal(shape) * rng.choice([1e-39, 1e-3, 1.0, 3e3], shape)
+    x = values.astype(BF16)
+    x[0, 1] = 0.0  # a token of zeros: zero results
+    x[0, 2, 0, 3] = 3.3e38  # with its pair partner below: a sum past the largest float
+    x[0, 2, 0, 3 + head_dim // 2] = -3.3e38
+    x[0, 3, 1, 0] = np.nan
+    x[0, 4, 0, 5] = np.inf
+    x[0, 5, 1, :] = 1e-39  # subnormal inputs: subnormal results
+    x[0, 6, 0, 7] = 1e-39  # one subnormal result among ordinary ones
+    spec = rr.RopeSpec(head_dim)
+    kwargs = {"spec": spec, "seq_axis": 1, "offset": 777}
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = widened_then_rounded(x, **kwargs)
+    if how == "in_place":
+        got = x.copy()
+        assert rr.apply_rope(got, backend="numba", out=got, **kwargs) is got
+    else:
+        got = rr.apply_rope(x, backend="numba", **kwargs)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_the_sixteen_lane_rows_run_where_the_processor_has_them():
+    bf16_rows = importlib.import_module("rope_ref.backends.numba.bf16_rows")
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            has = "avx512_bf16" in f.read().split()
+    except OSError:
+        has = False
+    assert has == bf16_rows.HARDWARE_BF16
+    if not has:
+        pytest.skip("needs an x86 processor with AVX512-BF16")
+    from numba import njit
+
+    kernel = load_backend("numba")
+    fresh = njit(nogil=True)(kernel._rows_serial.py_func)  # compiled afresh: readable
+    x = np.zeros((1, 4, 2, 64), dtype=np.int16)
+    cos = np.ones((4, 32), dtype=np.float32)
+    fresh(x, np.empty_like(x), cos, cos, 0, (0, 1, 0), 0, 0, np.float32(1.0), False)
+    asm = str(fresh.inspect_asm(fresh.signatures[0]))
+    assert "vcvtneps2bf16" in asm

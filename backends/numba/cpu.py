@@ -33,7 +33,9 @@ Design
   element is widened to float32 as it is read and rounded once, to nearest even, as it
   is written (`rope_ref.backends.numba.convert`: F16C's ``vcvtph2ps``/``vcvtps2ph`` for
   float16, a shift and an integer rounding for bfloat16), in registers, so there is no
-  temporary and the loop vectorises as the float32 one does.
+  temporary and the loop vectorises as the float32 one does. With AVX512-BF16,
+  half-layout bfloat16 rows round 16 results per instruction, bit-identically
+  (`rope_ref.backends.numba.bf16_rows`).
 - Nothing is compiled at import: the first call compiles (and caches to disk) the
   specialisation for its dtypes and memory layout.
 """

@@ -6,6 +6,8 @@ it); it reads each element through `widen` and writes each result through `narro
 the 16-bit conversions for the bit patterns of float16 and bfloat16, so the same loop,
 vectorised, serves them all. `_first_row` and `_next_row` walk the rows of a 4-D view
 without a division per row; `_claim_row` prefetches an output row for writing.
+bfloat16 rows of the half layout go to `rope_ref.backends.numba.bf16_rows` first, which
+takes them where the processor has AVX512-BF16.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .bf16_rows import vector_half_row
 from .convert import narrow, widen
 
 __all__: list[str] = []
@@ -51,12 +54,13 @@ def _row(x, out, a, b, c, cos, sin, t, start, interleaved, sign):  # type: ignor
             _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(32), sign)
         else:
             _interleaved_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign)
-    elif n == 64:
-        _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(64), sign)
-    elif n == 32:
-        _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(32), sign)
-    else:
-        _half_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign)
+    elif not vector_half_row(x, out, a, b, c, cos, sin, tu, first, n, sign):  # (bf16_rows)
+        if n == 64:
+            _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(64), sign)
+        elif n == 32:
+            _half_pairs(x, out, a, b, c, cos, sin, tu, first, np.uint64(32), sign)
+        else:
+            _half_pairs(x, out, a, b, c, cos, sin, tu, first, n, sign)
 
 
 @njit(inline="always", cache=True)
