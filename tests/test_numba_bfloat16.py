@@ -143,15 +143,19 @@ def test_kernel_refuses_tables_of_another_dtype():
         load_backend("numba").rotate(x, cos, cos, layout="half", rotary_start=0, inverse=False)
 
 
-@pytest.mark.parametrize("head_dim", [32, 64, 128, 160, 48])
+@pytest.mark.parametrize(
+    ("head_dim", "rotary"),
+    [(32, None), (64, None), (128, None), (160, None), (48, None), (72, (32, 8))],
+)
 @pytest.mark.parametrize("how", ["new", "in_place", "threads"])
-def test_rows_rounded_sixteen_at_a_time_equal_the_loop(head_dim, how):
+def test_rows_rounded_sixteen_at_a_time_equal_the_loop(head_dim, rotary, how):
     """Where the processor has AVX512-BF16, half-layout rows of a multiple of 16 pairs
     round 16 results per instruction (`backends/numba/bf16_rows.py`), and vectors with a
     zero or subnormal result by the loop's integer rounding: every element is still the
     float32 kernel's result rounded once by ml_dtypes. Results here: subnormal (inputs
     near 1e-39), zero (zero rows), overflowing (3.3e38 pairs), infinite and NaN, and
-    ordinary values; 48 features (24 pairs) take the loop."""
+    ordinary values; 48 features (24 pairs) take the loop; 16 pairs from feature 8 of 72
+    (partial rotary), the features around them copied."""
     rng = np.random.default_rng(head_dim)
     rows = 600 if how == "threads" else 12
     shape = (1, rows, 2, head_dim)
@@ -164,7 +168,10 @@ def test_rows_rounded_sixteen_at_a_time_equal_the_loop(head_dim, how):
     x[0, 4, 0, 5] = np.inf
     x[0, 5, 1, :] = 1e-39  # subnormal inputs: subnormal results
     x[0, 6, 0, 7] = 1e-39  # one subnormal result among ordinary ones
-    spec = rr.RopeSpec(head_dim)
+    if rotary is None:
+        spec = rr.RopeSpec(head_dim)
+    else:
+        spec = rr.RopeSpec(head_dim, rotary_dim=rotary[0], rotary_start=rotary[1])
     kwargs = {"spec": spec, "seq_axis": 1, "offset": 777}
     with np.errstate(invalid="ignore", over="ignore"):
         want = widened_then_rounded(x, **kwargs)
