@@ -396,8 +396,8 @@ class Launch:
         self._plans: dict[tuple[int, ...], _Plan] = {}
         self._new: _Plan | None = None  # the plan for a new output (np.empty_like(x))
         #: ``decode(x, cos, sin, first_row)``: a new output on the calling thread, the
-        #: tables known C-contiguous (`_decoder`); None until a first such call found the
-        #: kernel's entry point, and for calls too large for the calling thread.
+        #: tables known C-contiguous (`entry.decoder`); None until a first such call found
+        #: the kernel's entry point, and for calls too large for the calling thread.
         self.decode: Callable[..., np.ndarray] | None = None
         _plan(shape, strides, strides, table_shape)  # raises if the tables do not broadcast
 
@@ -581,7 +581,8 @@ class _Plan(NamedTuple):
     serial: bool
     kernel_args: tuple[Any, ...] = ()  # the table strides and row options, for `serial`
     #: For `serial`: the compiled kernel's entry point for a new output (0) and in place (1),
-    #: once `_serial` has found it; None until then. (Each `Launch` plan has its own list.)
+    #: once `entry.first_call` has found it; None until then. (Each `Launch` plan has its
+    #: own list.)
     entries: list[Any] = []  # noqa: RUF012 - replaced by `Launch._plan`, never mutated
 
 
