@@ -171,6 +171,14 @@ def ahead_rows(out: np.ndarray) -> int:
     Measured on 1x4096x32x128 float32 into a preallocated output (docs/kernels/numba.md):
     2 KiB ahead took 20 % off the time on one thread and on two; 8 KiB ahead, nothing.
     (Output rows of at least 2 KiB are claimed one row ahead.)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ahead_rows(np.empty((1, 8, 4, 128), dtype=np.float32))  # 512-byte rows
+    4
+    >>> ahead_rows(np.empty((1, 8, 4, 128), dtype=np.uint16)), ahead_rows(np.empty((1, 1, 1, 1024)))
+    (8, 1)
     """
     row_bytes = max(1, int(out.shape[3]) * out.itemsize)
     return max(1, CLAIM_AHEAD_BYTES // row_bytes)
